@@ -1,0 +1,176 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// AllowEtcdScaleDownAnnotation, set to "true" on a HostedControlPlane, is the
+// explicit consent to lower spec.etcd.replicas, which removes etcd members.
+const AllowEtcdScaleDownAnnotation = "controlplane.cluster.x-k8s.io/allow-etcd-scale-down"
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`,description="Cluster this control plane belongs to"
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="The API server answers through the cluster's kubeconfig"
+// +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`,description="The API server has answered at least once"
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,description="Where workers reach the API server"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`,description="Desired API server replicas"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready API server replicas"
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.upToDateReplicas`,description="API server replicas with the desired spec",priority=1
+// +kubebuilder:printcolumn:name="Etcd",type=integer,JSONPath=`.spec.etcd.replicas`,description="Desired etcd members",priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,description="Desired Kubernetes version"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// HostedControlPlane is a Kubernetes control plane whose components run as
+// pods in the management cluster, for the Cluster API Cluster that refers to
+// it through spec.controlPlaneRef.
+type HostedControlPlane struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired control plane.
+	// +required
+	Spec HostedControlPlaneSpec `json:"spec"`
+
+	// status is the observed control plane.
+	// +optional
+	Status HostedControlPlaneStatus `json:"status,omitempty,omitzero"`
+}
+
+// HostedControlPlaneSpec is the desired state of a HostedControlPlane.
+type HostedControlPlaneSpec struct {
+	// version is the Kubernetes version of the control plane, a semantic
+	// version such as v1.36.3 (a missing "v" is added). It may move up one
+	// minor version at a time and never down.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Version string `json:"version"`
+
+	ControlPlaneSettings `json:",inline"`
+}
+
+// HostedControlPlaneStatus is the observed state of a HostedControlPlane, as
+// the Cluster API v1beta2 control plane contract defines it.
+type HostedControlPlaneStatus struct {
+	// conditions say what is ready and, when something is not, what is missing.
+	// The Available condition is true while the API server answers.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// initialization tells Cluster API when the control plane first answered.
+	// +optional
+	Initialization HostedControlPlaneInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// selector selects the API server pods, for the scale subresource.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Selector string `json:"selector,omitempty"`
+
+	// replicas is the number of API server pods.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of API server pods that are ready.
+	// +optional
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+
+	// availableReplicas is the number of API server pods that are available.
+	// +optional
+	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+
+	// upToDateReplicas is the number of API server pods with the desired spec.
+	// +optional
+	UpToDateReplicas *int32 `json:"upToDateReplicas,omitempty"`
+
+	// versions are the Kubernetes versions the API server pods run, oldest
+	// first. A version appears only once a pod really runs it.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	// +kubebuilder:validation:MaxItems=100
+	Versions []clusterv1.StatusVersion `json:"versions,omitempty"`
+
+	// version is the oldest Kubernetes version an API server pod runs.
+	//
+	// Deprecated: use versions; kept for the v1beta1 contract.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Version string `json:"version,omitempty"`
+
+	// externalManagedControlPlane is always true: the control plane has no
+	// Nodes in the workload cluster.
+	// +optional
+	ExternalManagedControlPlane *bool `json:"externalManagedControlPlane,omitempty"`
+
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// etcd reports the hosted etcd cluster.
+	// +optional
+	Etcd EtcdStatus `json:"etcd,omitempty,omitzero"`
+}
+
+// HostedControlPlaneInitializationStatus is the initialization part of the
+// control plane contract.
+type HostedControlPlaneInitializationStatus struct {
+	// controlPlaneInitialized is true once the API server has answered.
+	// +optional
+	ControlPlaneInitialized *bool `json:"controlPlaneInitialized,omitempty"`
+}
+
+// EtcdStatus reports the hosted etcd cluster.
+type EtcdStatus struct {
+	// members are the names of the etcd cluster's members.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	Members []string `json:"members,omitempty"`
+
+	// volumeSize is the size of each member's volume.
+	// +optional
+	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
+
+	// volumeUsage is the largest space used on a member's volume.
+	// +optional
+	VolumeUsage *resource.Quantity `json:"volumeUsage,omitempty"`
+
+	// lastBackupTime is when the last snapshot was stored.
+	// +optional
+	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
+
+	// nextBackupTime is when the next snapshot is due.
+	// +optional
+	NextBackupTime *metav1.Time `json:"nextBackupTime,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// HostedControlPlaneList is a list of HostedControlPlanes.
+type HostedControlPlaneList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HostedControlPlane `json:"items"`
+}
+
+// GetConditions returns the control plane's conditions, for Cluster API's
+// condition helpers.
+func (c *HostedControlPlane) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the control plane's conditions, for Cluster API's
+// condition helpers.
+func (c *HostedControlPlane) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}

@@ -1,0 +1,332 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// ControlPlaneSettings is everything that describes a hosted control plane
+// except its Kubernetes version. A HostedControlPlane carries it beside
+// spec.version; a HostedControlPlaneTemplate carries it alone, because a
+// ClusterClass takes the version from the Cluster's topology.
+type ControlPlaneSettings struct {
+	// replicas is the number of kube-apiserver pods. Scaling it through the
+	// scale subresource is the same as setting it here.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// controlPlaneEndpoint is where workers and clients reach the API server.
+	// Leave it empty and the controller fills it in from the gateway or the
+	// exposure Service; set it yourself only with exposure type ClusterIP,
+	// where you provide the route to the Service. Once set it never changes.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// gateway is a Gateway API Gateway with a TLS passthrough listener on a
+	// wildcard hostname (for example *.k8s.example.com). The API server is then
+	// served at <cluster>.<namespace>.<wildcard domain> and the konnectivity
+	// server at konnectivity.<cluster>.<namespace>.<wildcard domain>, both
+	// through TLSRoutes. Mutually exclusive with exposure.
+	// +optional
+	Gateway *GatewayReference `json:"gateway,omitempty"`
+
+	// exposure chooses the Service that serves the API server when no gateway
+	// is set. Defaults to a LoadBalancer Service.
+	// +optional
+	Exposure *Exposure `json:"exposure,omitempty"`
+
+	// apiServer holds settings of the API server's identity.
+	// +optional
+	APIServer APIServerSettings `json:"apiServer,omitempty,omitzero"`
+
+	// deployment tunes the pods of the hosted control plane components.
+	// +optional
+	Deployment ComponentDeployments `json:"deployment,omitempty,omitzero"`
+
+	// etcd tunes the etcd cluster that stores the control plane's state.
+	// +optional
+	// +kubebuilder:default={}
+	Etcd EtcdSpec `json:"etcd,omitempty,omitzero"`
+
+	// konnectivityClient tunes the konnectivity agents in the workload
+	// cluster, through which the API server reaches nodes and pods.
+	// +optional
+	KonnectivityClient ScalablePod `json:"konnectivityClient,omitempty,omitzero"`
+
+	// coredns tunes the cluster DNS of the workload cluster.
+	// +optional
+	CoreDNS ScalablePod `json:"coredns,omitempty,omitzero"`
+
+	// kubeProxy tunes kube-proxy in the workload cluster, or turns it off for a
+	// CNI that replaces it.
+	// +optional
+	KubeProxy KubeProxySpec `json:"kubeProxy,omitempty,omitzero"`
+
+	// certificates sets the lifetimes of the control plane's certificate
+	// authorities.
+	// +optional
+	Certificates CertificatesSpec `json:"certificates,omitempty,omitzero"`
+}
+
+// GatewayReference names a Gateway API Gateway.
+type GatewayReference struct {
+	// name of the Gateway.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// namespace of the Gateway.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ExposureType is the kind of Service that serves the API server.
+// +kubebuilder:validation:Enum=LoadBalancer;NodePort;ClusterIP
+type ExposureType string
+
+const (
+	// ExposureLoadBalancer serves the API server through a LoadBalancer
+	// Service; its address becomes the endpoint.
+	ExposureLoadBalancer ExposureType = "LoadBalancer"
+	// ExposureNodePort serves the API server on a node port of the management
+	// cluster's nodes.
+	ExposureNodePort ExposureType = "NodePort"
+	// ExposureClusterIP serves the API server on a ClusterIP Service only; the
+	// user routes traffic to it and sets spec.controlPlaneEndpoint.
+	ExposureClusterIP ExposureType = "ClusterIP"
+)
+
+// Exposure chooses how the API server is served without a gateway.
+type Exposure struct {
+	// type of the Service: LoadBalancer (default), NodePort or ClusterIP.
+	// +optional
+	// +kubebuilder:default=LoadBalancer
+	Type ExposureType `json:"type,omitempty"`
+}
+
+// APIServerSettings holds the API server's identity.
+type APIServerSettings struct {
+	// certSANs are extra DNS names or IP addresses in the API server's serving
+	// certificate, for clients that reach it under another name.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	CertSANs []string `json:"certSANs,omitempty"`
+}
+
+// ComponentDeployments tunes the control plane component pods.
+type ComponentDeployments struct {
+	// apiServer tunes the kube-apiserver pods, and the konnectivity server
+	// beside them. Their count is spec.replicas.
+	// +optional
+	APIServer APIServerPod `json:"apiServer,omitempty,omitzero"`
+
+	// controllerManager tunes the kube-controller-manager pods.
+	// +optional
+	ControllerManager ScalablePod `json:"controllerManager,omitempty,omitzero"`
+
+	// scheduler tunes the kube-scheduler pods.
+	// +optional
+	Scheduler ScalablePod `json:"scheduler,omitempty,omitzero"`
+}
+
+// ImageSpec overrides parts of a container image reference; parts left empty
+// keep the default for the control plane's version.
+type ImageSpec struct {
+	// registry, for example registry.k8s.io.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Registry *string `json:"registry,omitempty"`
+
+	// repository within the registry, for example kube-apiserver.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Repository *string `json:"repository,omitempty"`
+
+	// tag, for example v1.36.3.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Tag *string `json:"tag,omitempty"`
+}
+
+// Container tunes one container of a component.
+type Container struct {
+	// image overrides the container image.
+	// +optional
+	Image *ImageSpec `json:"image,omitempty"`
+
+	// imagePullPolicy of the container.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	ImagePullPolicy *corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// args are extra command-line flags, keyed by flag name without leading
+	// dashes (for example {"v": "4"} for --v=4). They override the flags the
+	// controller sets.
+	// +optional
+	Args map[string]string `json:"args,omitempty"`
+
+	// resources of the container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// Pod tunes the pods of one component.
+type Pod struct {
+	Container `json:",inline"`
+
+	// priorityClassName of the pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// ScalablePod tunes the pods of a component that runs several replicas.
+type ScalablePod struct {
+	Pod `json:",inline"`
+
+	// replicas of the component. The controller picks a default when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	Replicas *int32 `json:"replicas,omitempty"`
+}
+
+// APIServerPod tunes the kube-apiserver pods.
+type APIServerPod struct {
+	Pod `json:",inline"`
+
+	// konnectivity tunes the konnectivity server container that runs beside
+	// each kube-apiserver.
+	// +optional
+	Konnectivity Container `json:"konnectivity,omitempty,omitzero"`
+}
+
+// KubeProxySpec tunes kube-proxy in the workload cluster.
+type KubeProxySpec struct {
+	Pod `json:",inline"`
+
+	// disabled removes kube-proxy, for CNIs that replace it.
+	// +optional
+	Disabled *bool `json:"disabled,omitempty"`
+}
+
+// EtcdSpec tunes the hosted etcd cluster.
+type EtcdSpec struct {
+	Container `json:",inline"`
+
+	// priorityClassName of the etcd pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// replicas is the number of etcd members: 1, 3 or 5. Lowering it removes
+	// members and needs the annotation
+	// controlplane.cluster.x-k8s.io/allow-etcd-scale-down: "true".
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Enum=1;3;5
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// storageClassName of the members' volumes; the cluster default when
+	// unset. It cannot change once set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// volumeSize of each member's volume. It can grow, never shrink. Leave it
+	// unset with autoGrow.
+	// +optional
+	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
+
+	// autoGrow lets the controller grow the volumes when they fill up,
+	// instead of a fixed volumeSize.
+	// +optional
+	AutoGrow *bool `json:"autoGrow,omitempty"`
+
+	// backup takes scheduled etcd snapshots into S3 compatible storage.
+	// +optional
+	Backup *EtcdBackup `json:"backup,omitempty"`
+}
+
+// EtcdBackup schedules etcd snapshots into S3 compatible storage.
+type EtcdBackup struct {
+	// schedule in cron format (five fields, or a descriptor such as @daily).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+
+	// retentionCount is how many of the newest snapshots are kept; older ones
+	// are deleted after each backup.
+	// +optional
+	// +kubebuilder:default=7
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	RetentionCount *int32 `json:"retentionCount,omitempty"`
+
+	// secret holds the S3 endpoint, bucket and credentials.
+	// +required
+	Secret EtcdBackupSecret `json:"secret"`
+}
+
+// EtcdBackupSecret names the Secret with the S3 settings and its keys.
+type EtcdBackupSecret struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace of the Secret; the control plane's namespace when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace *string `json:"namespace,omitempty"`
+
+	// accessKeyIDKey is the key of the access key ID.
+	// +optional
+	// +kubebuilder:default=accessKeyID
+	AccessKeyIDKey *string `json:"accessKeyIDKey,omitempty"`
+
+	// secretAccessKeyKey is the key of the secret access key.
+	// +optional
+	// +kubebuilder:default=secretAccessKey
+	SecretAccessKeyKey *string `json:"secretAccessKeyKey,omitempty"`
+
+	// hostKey is the key of the S3 endpoint host, such as s3.example.com or
+	// s3.example.com:9000, without scheme or path.
+	// +optional
+	// +kubebuilder:default=host
+	HostKey *string `json:"hostKey,omitempty"`
+
+	// regionKey is the key of the S3 region.
+	// +optional
+	// +kubebuilder:default=region
+	RegionKey *string `json:"regionKey,omitempty"`
+
+	// bucketKey is the key of the bucket; text after the first "/" is a
+	// prefix for the snapshot objects.
+	// +optional
+	// +kubebuilder:default=bucket
+	BucketKey *string `json:"bucketKey,omitempty"`
+}
+
+// CertificatesSpec sets certificate authority lifetimes.
+type CertificatesSpec struct {
+	// rootCaCertificateDuration is the lifetime of the root certificate
+	// authority. At least 24h, and at least caCertificateDuration.
+	// +optional
+	RootCACertificateDuration *metav1.Duration `json:"rootCaCertificateDuration,omitempty"`
+
+	// caCertificateDuration is the lifetime of the cluster, etcd and
+	// front-proxy certificate authorities. At least 24h.
+	// +optional
+	CACertificateDuration *metav1.Duration `json:"caCertificateDuration,omitempty"`
+}
