@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
+)
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+
+const leaderElectionID = "hosted-control-plane-controller.controlplane.cluster.x-k8s.io"
+
+func main() {
+	cfg, err := settings.ParseController(os.Args[1:], os.Getenv, os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "controller: bad configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	log, err := logging.New(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "controller: %v\n", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(log)
+	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		log.Error(err, "controller stopped")
+		os.Exit(1)
+	}
+	log.Info("controller stopped")
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+func run(ctx context.Context, cfg settings.Controller) error {
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	stopTracing, err := telemetry.Setup(ctx, cfg.OTLPEndpoint, "hosted-control-plane-controller", restConfig)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(flush)
+	}()
+	scheme, err := newScheme()
+	if err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:        cfg.HealthAddr,
+		LeaderElection:                cfg.LeaderElection,
+		LeaderElectionID:              leaderElectionID,
+		LeaderElectionNamespace:       cfg.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir}),
+		Controller:                    config.Controller{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	ready := healthz.Ping
+	if cfg.EnableWebhooks {
+		if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("HostedControlPlane webhooks: %w", err)
+		}
+		if err := (webhooks.HostedControlPlaneTemplate{}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("HostedControlPlaneTemplate webhook: %w", err)
+		}
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ready", ready); err != nil {
+		return fmt.Errorf("readiness check: %w", err)
+	}
+	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles)
+	return mgr.Start(ctx)
+}

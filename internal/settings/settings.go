@@ -1,0 +1,142 @@
+package settings
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
+)
+
+// Serving is what both binaries need to log, serve TLS and report health.
+type Serving struct {
+	// LogFormat is json or text; LogLevel a level name or verbosity.
+	LogFormat, LogLevel string
+	// MetricsAddr and HealthAddr are host:port listen addresses; "0" turns
+	// the endpoint off.
+	MetricsAddr, HealthAddr string
+	// CertDir holds tls.crt and tls.key for the TLS server on Port.
+	CertDir string
+	Port    int
+	// OTLPEndpoint, when set, receives traces over OTLP gRPC.
+	OTLPEndpoint string
+}
+
+func (s *Serving) bind(src *source, defaultPort int) {
+	src.String(&s.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
+	src.String(&s.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error or a verbosity 0-10")
+	src.String(&s.MetricsAddr, "metrics-bind-address", "METRICS_BIND_ADDRESS", ":8080", `metrics listen address, "0" to disable`)
+	src.String(&s.HealthAddr, "health-probe-bind-address", "HEALTH_PROBE_BIND_ADDRESS", ":8081", `health and readiness listen address, "0" to disable`)
+	src.String(&s.CertDir, "webhook-cert-dir", "WEBHOOK_CERT_DIR", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+		"directory with tls.crt and tls.key of the TLS server")
+	src.Int(&s.Port, "webhook-port", "WEBHOOK_PORT", defaultPort, "port of the TLS server")
+	src.String(&s.OTLPEndpoint, "otel-exporter-otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP gRPC endpoint URL that receives traces, off when empty")
+}
+
+func (s *Serving) validate(needCerts bool) error {
+	var errs []error
+	if !slices.Contains(logging.Formats, s.LogFormat) {
+		errs = append(errs, fmt.Errorf("LOG_FORMAT/--log-format %q: use json or text", s.LogFormat))
+	}
+	if _, err := logging.ParseLevel(s.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL/--log-level: %w", err))
+	}
+	errs = append(errs, validateAddr("METRICS_BIND_ADDRESS/--metrics-bind-address", s.MetricsAddr))
+	errs = append(errs, validateAddr("HEALTH_PROBE_BIND_ADDRESS/--health-probe-bind-address", s.HealthAddr))
+	if s.Port < 1 || s.Port > 65535 {
+		errs = append(errs, fmt.Errorf("WEBHOOK_PORT/--webhook-port %d: use a port from 1 to 65535", s.Port))
+	}
+	if needCerts {
+		for _, f := range []string{"tls.crt", "tls.key"} {
+			if _, err := os.Stat(filepath.Join(s.CertDir, f)); err != nil {
+				errs = append(errs, fmt.Errorf("WEBHOOK_CERT_DIR/--webhook-cert-dir %q has no %s: mount the serving certificate there", s.CertDir, f))
+			}
+		}
+	}
+	if s.OTLPEndpoint != "" {
+		if u, err := url.Parse(s.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT/--otel-exporter-otlp-endpoint %q: use an http:// or https:// URL such as http://otel-collector:4317", s.OTLPEndpoint))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateAddr(name, addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr == nil && n >= 0 && n <= 65535 {
+			return nil
+		}
+	}
+	return fmt.Errorf(`%s %q: use host:port such as ":8080", or "0" to disable`, name, addr)
+}
+
+// Controller configures cmd/controller.
+type Controller struct {
+	Serving
+	// LeaderElection keeps one active replica.
+	LeaderElection bool
+	// Namespace is where the controller runs and keeps its leader lease;
+	// detected from the service account when empty.
+	Namespace string
+	// MaxConcurrentReconciles bounds parallel reconciles per kind.
+	MaxConcurrentReconciles int
+	// EnableWebhooks serves the admission webhooks.
+	EnableWebhooks bool
+}
+
+// ParseController reads the controller's settings from args and getenv. It
+// returns flag.ErrHelp after printing usage to w when asked for help.
+func ParseController(args []string, getenv func(string) string, w io.Writer) (Controller, error) {
+	var c Controller
+	src := newSource("controller", getenv)
+	c.bind(src, 9443)
+	src.Bool(&c.LeaderElection, "leader-election", "LEADER_ELECTION", true, "elect one active replica")
+	src.String(&c.Namespace, "controller-namespace", "CONTROLLER_NAMESPACE", "", "namespace of the controller and its leader lease (detected in a pod)")
+	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", 4, "control planes reconciled in parallel")
+	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
+	if err := parse(src, args, w); err != nil {
+		return c, err
+	}
+	var errs []error
+	errs = append(errs, c.validate(c.EnableWebhooks))
+	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
+		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
+	}
+	return c, errors.Join(errs...)
+}
+
+// Extension configures cmd/extension.
+type Extension struct {
+	Serving
+}
+
+// ParseExtension reads the extension's settings from args and getenv.
+func ParseExtension(args []string, getenv func(string) string, w io.Writer) (Extension, error) {
+	var e Extension
+	src := newSource("extension", getenv)
+	e.bind(src, 9443)
+	if err := parse(src, args, w); err != nil {
+		return e, err
+	}
+	return e, e.validate(true)
+}
+
+func parse(src *source, args []string, w io.Writer) error {
+	err := src.parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = fmt.Fprintf(w, "Usage of %s (each flag may also be set by its environment variable):\n", src.fs.Name())
+		src.usage(w)
+	}
+	return err
+}

@@ -1,0 +1,102 @@
+package settings
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func certDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600))
+	}
+	return dir
+}
+
+func TestControllerReadsEnvironment(t *testing.T) {
+	dir := certDir(t)
+	c, err := ParseController(nil, env(map[string]string{
+		"LEADER_ELECTION": "false", "WEBHOOK_CERT_DIR": dir, "MAX_CONCURRENT_RECONCILES": "7",
+		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
+		"HEALTH_PROBE_BIND_ADDRESS": "0",
+	}), nil)
+	require.NoError(t, err)
+	assert.False(t, c.LeaderElection)
+	assert.Equal(t, dir, c.CertDir)
+	assert.Equal(t, 7, c.MaxConcurrentReconciles)
+	assert.Equal(t, "capi-system", c.Namespace)
+	assert.Equal(t, "text", c.LogFormat)
+	assert.Equal(t, "debug", c.LogLevel)
+	assert.Equal(t, "http://collector:4317", c.OTLPEndpoint)
+	assert.Equal(t, "127.0.0.1:9090", c.MetricsAddr)
+	assert.Equal(t, "0", c.HealthAddr)
+}
+
+func TestFlagsWinOverEnvironment(t *testing.T) {
+	c, err := ParseController([]string{"--max-concurrent-reconciles=3", "--leader-election=true", "--enable-webhooks=false"},
+		env(map[string]string{"MAX_CONCURRENT_RECONCILES": "7", "LEADER_ELECTION": "false"}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.MaxConcurrentReconciles)
+	assert.True(t, c.LeaderElection)
+	assert.Equal(t, 4, mustDefault(t).MaxConcurrentReconciles)
+}
+
+func mustDefault(t *testing.T) Controller {
+	t.Helper()
+	c, err := ParseController([]string{"--enable-webhooks=false"}, env(nil), nil)
+	require.NoError(t, err)
+	return c
+}
+
+func TestBadSettingsNameTheVariable(t *testing.T) {
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"bool":        {env: map[string]string{"LEADER_ELECTION": "yes please"}, want: `LEADER_ELECTION="yes please": use true or false`},
+		"int":         {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "many"}, want: `MAX_CONCURRENT_RECONCILES="many": use a whole number`},
+		"range":       {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "0"}, want: "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
+		"format":      {env: map[string]string{"LOG_FORMAT": "xml"}, want: `LOG_FORMAT/--log-format "xml": use json or text`},
+		"level":       {env: map[string]string{"LOG_LEVEL": "loud"}, want: "LOG_LEVEL/--log-level"},
+		"address":     {env: map[string]string{"METRICS_BIND_ADDRESS": "8080"}, want: `METRICS_BIND_ADDRESS/--metrics-bind-address "8080": use host:port`},
+		"otel":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, want: "use an http:// or https:// URL"},
+		"certs":       {env: map[string]string{"WEBHOOK_CERT_DIR": "/nonexistent", "ENABLE_WEBHOOKS": "true"}, want: `WEBHOOK_CERT_DIR/--webhook-cert-dir "/nonexistent" has no tls.crt`},
+		"port":        {args: []string{"--webhook-port=70000", "--enable-webhooks=false"}, want: "WEBHOOK_PORT/--webhook-port 70000"},
+		"unknownFlag": {args: []string{"--leader-elect"}, want: "flag provided but not defined: -leader-elect"},
+		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseController(tc.args, env(tc.env), nil)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestHelpListsEnvironmentVariables(t *testing.T) {
+	var out bytes.Buffer
+	_, err := ParseController([]string{"--help"}, env(nil), &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	for _, v := range []string{"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
+		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS"} {
+		assert.Contains(t, out.String(), "(env "+v+")")
+	}
+}
+
+func TestExtensionNeedsCertificates(t *testing.T) {
+	_, err := ParseExtension(nil, env(map[string]string{"WEBHOOK_CERT_DIR": t.TempDir()}), nil)
+	assert.ErrorContains(t, err, "has no tls.key")
+	e, err := ParseExtension([]string{"--webhook-port=9444"}, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t)}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 9444, e.Port)
+}

@@ -1,0 +1,289 @@
+package envtest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Manifests users already have must apply unchanged and mean what they say.
+func TestExistingManifestsApplyUnchanged(t *testing.T) {
+	ns := namespace(t)
+	for name, text := range map[string]string{
+		"replicas": `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata: {name: plain}
+spec: {version: v1.33.0, replicas: 3}`,
+		"gateway": `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata: {name: gateway}
+spec: {version: v1.33.0, replicas: 3, gateway: {name: capi, namespace: capi-system}}`,
+		"template": `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlaneTemplate
+metadata: {name: template}
+spec:
+  template:
+    spec:
+      replicas: 3
+      gateway: {name: capi, namespace: capi-system}
+      apiServer:
+        certSANs: [api.example.com, 192.0.2.10]`,
+		"every existing field": `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata: {name: everything}
+spec:
+  version: v1.33.0
+  replicas: 2
+  controlPlaneEndpoint: {host: api.example.com, port: 443}
+  gateway: {name: capi, namespace: capi-system}
+  apiServer: {certSANs: [api.example.com]}
+  deployment:
+    apiServer:
+      image: {registry: registry.example.com, repository: kube-apiserver, tag: v1.33.0}
+      imagePullPolicy: IfNotPresent
+      args: {v: "2", audit-log-maxage: "7"}
+      resources: {requests: {cpu: 100m, memory: 256Mi}, limits: {memory: 1Gi}}
+      priorityClassName: system-cluster-critical
+      konnectivity: {args: {v: "1"}}
+    controllerManager: {replicas: 2, args: {v: "1"}, priorityClassName: high}
+    scheduler: {replicas: 1, image: {tag: v1.33.0}}
+  etcd:
+    image: {repository: etcd, tag: 3.6.8-0}
+    args: {quota-backend-bytes: "8589934592"}
+    resources: {requests: {cpu: 200m}}
+    priorityClassName: system-cluster-critical
+    volumeSize: 2Gi
+    autoGrow: false
+    backup:
+      schedule: "0 3 * * *"
+      secret: {name: s3, namespace: backups, accessKeyIDKey: id, secretAccessKeyKey: key, hostKey: endpoint, regionKey: zone, bucketKey: path}
+  konnectivityClient: {replicas: 3, args: {v: "1"}}
+  coredns: {replicas: 2, resources: {limits: {memory: 170Mi}}}
+  kubeProxy: {disabled: true}
+  certificates: {rootCaCertificateDuration: 87600h0m0s, caCertificateDuration: 43800h0m0s}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj, err := create(t, ns, text)
+			require.NoError(t, err)
+			stored := &unstructured.Unstructured{}
+			stored.SetGroupVersionKind(obj.GroupVersionKind())
+			require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(obj), stored))
+			assertSubset(t, "spec", manifest(t, text).Object["spec"], stored.Object["spec"])
+		})
+	}
+
+	// And they mean what they say to the code that reads them.
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "gateway"}, hcp))
+	assert.Equal(t, "v1.33.0", hcp.Spec.Version)
+	assert.Equal(t, ptr.To[int32](3), hcp.Spec.Replicas)
+	assert.Equal(t, &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}, hcp.Spec.Gateway)
+	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
+	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "template"}, tmpl))
+	assert.Equal(t, ptr.To[int32](3), tmpl.Spec.Template.Spec.Replicas)
+	assert.Equal(t, []string{"api.example.com", "192.0.2.10"}, tmpl.Spec.Template.Spec.APIServer.CertSANs)
+	assert.Equal(t, "capi", tmpl.Spec.Template.Spec.Gateway.Name)
+}
+
+func TestDefaulting(t *testing.T) {
+	ns := namespace(t)
+	_, err := create(t, ns, `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata: {name: defaults}
+spec:
+  version: 1.34.2
+  exposure: {}
+  etcd:
+    backup: {schedule: "@daily", secret: {name: s3}}`)
+	require.NoError(t, err)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "defaults"}, hcp))
+	assert.Equal(t, "v1.34.2", hcp.Spec.Version, "the missing v is added")
+	assert.Equal(t, ptr.To[int32](2), hcp.Spec.Replicas, "two API servers by default")
+	assert.Equal(t, ptr.To[int32](3), hcp.Spec.Etcd.Replicas, "three etcd members by default")
+	assert.Equal(t, v1alpha1.ExposureLoadBalancer, hcp.Spec.Exposure.Type)
+	assert.Equal(t, ptr.To[int32](7), hcp.Spec.Etcd.Backup.RetentionCount)
+	s := hcp.Spec.Etcd.Backup.Secret
+	assert.Equal(t, []string{"accessKeyID", "secretAccessKey", "host", "region", "bucket"},
+		[]string{*s.AccessKeyIDKey, *s.SecretAccessKeyKey, *s.HostKey, *s.RegionKey, *s.BucketKey})
+
+	// Without any etcd section the members still default to three.
+	_, err = create(t, ns, `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlaneTemplate
+metadata: {name: defaults}
+spec: {template: {spec: {}}}`)
+	require.NoError(t, err)
+	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
+	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "defaults"}, tmpl))
+	assert.Equal(t, ptr.To[int32](3), tmpl.Spec.Template.Spec.Etcd.Replicas)
+	assert.Equal(t, ptr.To[int32](2), tmpl.Spec.Template.Spec.Replicas)
+}
+
+func TestRejectsBadInput(t *testing.T) {
+	ns := namespace(t)
+	hcp := func(spec string) string {
+		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlane\nmetadata: {name: bad}\nspec: " + spec
+	}
+	tmpl := func(spec string) string {
+		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlaneTemplate\nmetadata: {name: bad}\nspec: {template: {spec: " + spec + "}}"
+	}
+	for name, tc := range map[string]struct{ manifest, want string }{
+		"version not semver": {hcp(`{version: latest}`),
+			`spec.version: Invalid value: "latest": must be a semantic version such as v1.36.3`},
+		"version missing": {hcp(`{replicas: 2}`), `spec.version: Required value`},
+		"etcd replicas even": {hcp(`{version: v1.33.0, etcd: {replicas: 2}}`),
+			`spec.etcd.replicas: Unsupported value: 2: supported values: "1", "3", "5"`},
+		"autoGrow with volumeSize": {hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
+			"spec.etcd.volumeSize: Forbidden: a fixed volumeSize cannot be combined with autoGrow"},
+		"gateway without namespace": {hcp(`{version: v1.33.0, gateway: {name: capi}}`),
+			"spec.gateway.namespace: Required value: set the namespace of the Gateway"},
+		"gateway without name": {hcp(`{version: v1.33.0, gateway: {namespace: capi-system}}`),
+			"spec.gateway.name: Required value: name the Gateway"},
+		"gateway name malformed": {hcp(`{version: v1.33.0, gateway: {name: Capi_GW, namespace: capi-system}}`),
+			`spec.gateway.name: Invalid value: "Capi_GW": must be a Gateway name`},
+		"gateway and exposure": {hcp(`{version: v1.33.0, gateway: {name: capi, namespace: capi-system}, exposure: {type: NodePort}}`),
+			"spec.exposure: Forbidden: exposure applies only without a gateway"},
+		"exposure unknown": {hcp(`{version: v1.33.0, exposure: {type: Ingress}}`),
+			`spec.exposure.type: Unsupported value: "Ingress": supported values: "LoadBalancer", "NodePort", "ClusterIP"`},
+		"ClusterIP without endpoint": {hcp(`{version: v1.33.0, exposure: {type: ClusterIP}}`),
+			"spec.controlPlaneEndpoint.host: Required value: exposure type ClusterIP needs the address"},
+		"certSAN malformed": {hcp(`{version: v1.33.0, apiServer: {certSANs: ["api example com"]}}`),
+			`spec.apiServer.certSANs[0]: Invalid value: "api example com": must be a DNS name`},
+		"arg with dashes": {hcp(`{version: v1.33.0, deployment: {apiServer: {args: {"--v": "4"}}}}`),
+			`spec.deployment.apiServer.args[--v]: Invalid value: "--v": must be a flag name without leading dashes`},
+		"backup schedule": {hcp(`{version: v1.33.0, etcd: {backup: {schedule: "every night", secret: {name: s3}}}}`),
+			`spec.etcd.backup.schedule: Invalid value: "every night": must be a cron schedule`},
+		"CA lifetime too short": {hcp(`{version: v1.33.0, certificates: {caCertificateDuration: 1h}}`),
+			`spec.certificates.caCertificateDuration: Invalid value: "1h0m0s": must be at least 24h`},
+		"root shorter than CA": {hcp(`{version: v1.33.0, certificates: {rootCaCertificateDuration: 48h, caCertificateDuration: 96h}}`),
+			`spec.certificates.rootCaCertificateDuration: Invalid value: "48h0m0s": must be at least caCertificateDuration`},
+		"replicas zero": {hcp(`{version: v1.33.0, replicas: 0}`),
+			"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"},
+		"template with version": {tmpl(`{version: v1.33.0}`),
+			"spec.template.spec.version: Invalid value: version is not allowed in a template: the Cluster's spec.topology.version sets it; remove it"},
+		"template certSAN": {tmpl(`{apiServer: {certSANs: ["-bad-"]}}`),
+			`spec.template.spec.apiServer.certSANs[0]: Invalid value: "-bad-": must be a DNS name`},
+		"template gateway": {tmpl(`{gateway: {name: capi}}`),
+			"spec.template.spec.gateway.namespace: Required value"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj, err := create(t, ns, tc.manifest)
+			require.Error(t, err)
+			assert.True(t, apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err), "%v", err)
+			assert.Contains(t, err.Error(), tc.want)
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(obj.GroupVersionKind())
+			err = env.Client.Get(testContext(t), client.ObjectKeyFromObject(obj), got)
+			assert.True(t, apierrors.IsNotFound(err), "nothing is stored: %v", err)
+		})
+	}
+}
+
+// base is a valid control plane that update tests start from.
+func base(ns, name string) *v1alpha1.HostedControlPlane {
+	hcp := &v1alpha1.HostedControlPlane{}
+	hcp.Namespace, hcp.Name = ns, name
+	hcp.Spec.Version = "v1.33.0"
+	hcp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+	hcp.Spec.Etcd.StorageClassName = ptr.To("fast")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi"))
+	return hcp
+}
+
+func TestRejectsBadUpdates(t *testing.T) {
+	ns := namespace(t)
+	for name, tc := range map[string]struct {
+		change func(*v1alpha1.HostedControlPlane)
+		want   string
+	}{
+		"downgrade": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.32.9" },
+			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.32.9"},
+		"patch downgrade": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-rc.1" },
+			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.33.0-rc.1"},
+		"minor skip": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.35.0" },
+			"spec.version: Forbidden: cannot skip a minor version from v1.33.0 to v1.35.0: upgrade to v1.34.x first"},
+		"major": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v2.0.0" },
+			"spec.version: Forbidden: cannot change the major version"},
+		"etcd shrink": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](1) },
+			`spec.etcd.replicas: Forbidden: cannot lower etcd members from 3 to 1 without consent`},
+		"volume shrink": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 4Gi to 2Gi"},
+		"storage class": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.StorageClassName = ptr.To("slow") },
+			"spec.etcd.storageClassName: Forbidden: cannot change once set (was fast)"},
+		"gateway": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway.Name = "other" },
+			"spec.gateway: Forbidden: cannot change once set (was capi-system/capi)"},
+		"gateway to exposure": {func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Gateway = nil
+			h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
+		}, "spec.exposure.type: Forbidden: cannot change once set (was Gateway)"},
+		"endpoint": {func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "elsewhere.example.com" },
+			"spec.controlPlaneEndpoint: Forbidden: cannot change once set (was api.example.com:443)"},
+		"invalid on update too": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },
+			"spec.etcd.replicas: Unsupported value: 4"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			hcp := base(ns, "")
+			hcp.GenerateName = "update-"
+			hcp.Spec.ControlPlaneEndpoint.Host, hcp.Spec.ControlPlaneEndpoint.Port = "api.example.com", 443
+			require.NoError(t, env.Client.Create(ctx, hcp))
+			before := hcp.DeepCopy()
+
+			tc.change(hcp)
+			err := env.Client.Update(ctx, hcp)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+
+			after := &v1alpha1.HostedControlPlane{}
+			require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(before), after))
+			assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "nothing stored changed")
+			assert.Equal(t, before.Spec, after.Spec)
+		})
+	}
+}
+
+func TestAllowedUpdates(t *testing.T) {
+	ns := namespace(t)
+	ctx := testContext(t)
+	hcp := base(ns, "allowed")
+	require.NoError(t, env.Client.Create(ctx, hcp))
+
+	steps := []func(*v1alpha1.HostedControlPlane){
+		func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.4" },
+		func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.34.0" },
+		func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.ControlPlaneEndpoint.Host, h.Spec.ControlPlaneEndpoint.Port = "allowed.example.com", 443
+		},
+		func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi")) },
+		func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](5) },
+		func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.AllowEtcdScaleDownAnnotation: "true"}
+			h.Spec.Etcd.Replicas = ptr.To[int32](3)
+		},
+		func(h *v1alpha1.HostedControlPlane) { h.Spec.Replicas = ptr.To[int32](4) },
+	}
+	for i, step := range steps {
+		step(hcp)
+		require.NoError(t, env.Client.Update(ctx, hcp), "step %d", i)
+	}
+	stored := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), stored))
+	assert.Equal(t, "v1.34.0", stored.Spec.Version)
+	assert.Equal(t, ptr.To[int32](3), stored.Spec.Etcd.Replicas)
+	assert.Equal(t, "8Gi", stored.Spec.Etcd.VolumeSize.String())
+	assert.Equal(t, "allowed.example.com", stored.Spec.ControlPlaneEndpoint.Host)
+}

@@ -1,0 +1,6 @@
+// Package envtest runs the provider against a real kube-apiserver and etcd
+// (built from source by `make kube-binaries`) with the CRDs of this provider,
+// Cluster API, cert-manager and Gateway API installed from the module cache.
+// Its helpers start that environment and the provider's own binaries; its
+// tests check what a user would: what the API accepts, stores and rejects.
+package envtest

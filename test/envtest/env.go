@@ -1,0 +1,136 @@
+package envtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Env is a running test API server with every CRD the provider works with.
+type Env struct {
+	env *crenvtest.Environment
+	// Config and Client reach the API server as cluster admin.
+	Config *rest.Config
+	Client client.Client
+	// Kubeconfig is a file with the admin credentials, for binaries.
+	Kubeconfig string
+	// Root is the repository's top directory.
+	Root string
+}
+
+// Scheme knows the kinds the tests create: core Kubernetes, this provider,
+// Cluster API, cert-manager and Gateway API.
+func Scheme() *k8sruntime.Scheme {
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{
+		clientgoscheme.AddToScheme, v1alpha1.AddToScheme, clusterv1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install,
+	} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	return scheme
+}
+
+// Start starts the API server, installs the CRDs and the provider's webhook
+// configurations (pointing at 127.0.0.1 with certificates in
+// WebhookCertDir), and writes an admin kubeconfig.
+func Start() (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make envtest`, which builds kube-apiserver and etcd")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	crds := []string{filepath.Join(root, "config", "crd", "bases")}
+	for _, m := range []struct{ module, dir string }{
+		{"sigs.k8s.io/cluster-api", "core/config/crd/bases"},
+		{"github.com/cert-manager/cert-manager", "deploy/crds"},
+		{"sigs.k8s.io/gateway-api", "config/crd/standard"},
+	} {
+		dir, err := ModuleDir(m.module)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, filepath.Join(dir, m.dir))
+	}
+	e := &Env{Root: root, env: &crenvtest.Environment{
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: crenvtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "webhook")},
+		},
+	}}
+	if e.Config, err = e.env.Start(); err != nil {
+		return nil, fmt.Errorf("start test API server: %w", err)
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: Scheme()}); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	if e.Kubeconfig, err = e.writeKubeconfig(); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	return e, nil
+}
+
+func (e *Env) writeKubeconfig() (string, error) {
+	user, err := e.env.AddUser(crenvtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("add admin user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	path := filepath.Join(e.env.WebhookInstallOptions.LocalServingCertDir, "..", "admin.kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// WebhookCertDir holds tls.crt and tls.key that the webhook configurations
+// trust; WebhookPort is the port they call on 127.0.0.1.
+func (e *Env) WebhookCertDir() string { return e.env.WebhookInstallOptions.LocalServingCertDir }
+
+// WebhookPort is the port on 127.0.0.1 the webhook configurations call.
+func (e *Env) WebhookPort() int { return e.env.WebhookInstallOptions.LocalServingPort }
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// RepoRoot is the repository's top directory.
+func RepoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the test sources")
+	}
+	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ModuleDir is where a module of go.mod lies in the module cache; it is
+// downloaded first if missing.
+func ModuleDir(module string) (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: no directory (%s)", module, info.Error)
+	}
+	return info.Dir, nil
+}

@@ -1,0 +1,122 @@
+package envtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Build compiles the main package pkg (such as ./cmd/controller) of the
+// repository into dir and returns the binary's path.
+func Build(root, pkg, dir string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Process is one of the provider's binaries, running.
+type Process struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+// Write collects the process's output.
+func (p *Process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+// Output is what the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// StartProcess runs bin with args and the extra environment variables env.
+func StartProcess(bin string, env []string, args ...string) (*Process, error) {
+	p := &Process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// WaitReady polls url until it answers 200 OK, the process exits, or the
+// timeout passes.
+func (p *Process) WaitReady(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before %s answered (%v):\n%s", url, p.err, p.Output())
+		default:
+		}
+		if resp, err := http.Get(url); err == nil { //nolint:gosec,noctx // a local test URL
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer 200 within %s:\n%s", url, timeout, p.Output())
+}
+
+// Stop sends SIGTERM and waits for the exit; it returns the exit error, or
+// an error after killing a process that did not stop within timeout.
+func (p *Process) Stop(timeout time.Duration) error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("did not stop within %s after SIGTERM:\n%s", timeout, p.Output())
+	}
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
