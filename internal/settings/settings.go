@@ -105,11 +105,11 @@ func ParseController(args []string, getenv func(string) string, w io.Writer) (Co
 	src.String(&c.Namespace, "controller-namespace", "CONTROLLER_NAMESPACE", "", "namespace of the controller and its leader lease (detected in a pod)")
 	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", 4, "control planes reconciled in parallel")
 	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
-	if err := parse(src, args, w); err != nil {
+	err := parse(src, args, w)
+	if errors.Is(err, flag.ErrHelp) {
 		return c, err
 	}
-	var errs []error
-	errs = append(errs, c.validate(c.EnableWebhooks))
+	errs := []error{err, c.validate(c.EnableWebhooks)}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
 	}
@@ -126,10 +126,11 @@ func ParseExtension(args []string, getenv func(string) string, w io.Writer) (Ext
 	var e Extension
 	src := newSource("extension", getenv)
 	e.bind(src, 9443)
-	if err := parse(src, args, w); err != nil {
+	err := parse(src, args, w)
+	if errors.Is(err, flag.ErrHelp) {
 		return e, err
 	}
-	return e, e.validate(true)
+	return e, errors.Join(err, e.validate(true))
 }
 
 func parse(src *source, args []string, w io.Writer) error {

@@ -134,3 +134,7 @@ func ModuleDir(module string) (string, error) {
 	}
 	return info.Dir, nil
 }
+
+// WebhookCA is the certificate authority that signed the certificate in
+// WebhookCertDir, for clients of servers that use it.
+func (e *Env) WebhookCA() []byte { return e.env.WebhookInstallOptions.LocalServingCAData }
