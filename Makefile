@@ -8,11 +8,13 @@ SHELL := /usr/bin/env bash -o pipefail
 KUBE_VERSION        ?= v1.36.3
 CONTROLLER_TOOLS    ?= v0.21.0
 GOLANGCI_LINT       ?= v2.15.0
+KUSTOMIZE_VERSION   ?= v5.8.0
 
 BIN       := $(CURDIR)/bin
 KUBE_BIN  := $(BIN)/kube/$(KUBE_VERSION)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS)
 GOLANGCI       := $(BIN)/golangci-lint-$(GOLANGCI_LINT)
+KUSTOMIZE      := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -32,6 +34,12 @@ help: ## Show the targets.
 .PHONY: build
 build: ## Build the controller and extension binaries into bin/.
 	go build -o $(BIN)/ ./cmd/controller ./cmd/extension
+
+.PHONY: manifests
+manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-components.yaml.
+	mkdir -p dist
+	$(KUSTOMIZE) build config/default > dist/control-plane-components.yaml
+	@echo "wrote dist/control-plane-components.yaml"
 
 .PHONY: run
 run: build ## Start the controller against the current kubeconfig (webhooks off, see README).
@@ -59,14 +67,14 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included).
 ##@ Test
 
 .PHONY: test
-test: verify-generate lint unit envtest ## Everything CI runs.
+test: verify-generate lint manifests unit envtest ## Everything CI runs.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
 	go test ./api/... ./internal/... ./cmd/...
 
 .PHONY: envtest
-envtest: kube-binaries ## Tests against a real kube-apiserver and etcd built from source.
+envtest: kube-binaries manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 ./test/envtest/... -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 ##@ Tools (built from source, cached in bin/)
@@ -86,3 +94,7 @@ $(CONTROLLER_GEN):
 $(GOLANGCI):
 	GOBIN=$(BIN)/.gobin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT)
 	mv $(BIN)/.gobin/golangci-lint $@
+
+$(KUSTOMIZE):
+	GOBIN=$(BIN)/.gobin go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(BIN)/.gobin/kustomize $@

@@ -87,8 +87,10 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	var out bytes.Buffer
 	_, err := ParseController([]string{"--help"}, env(nil), &out)
 	require.ErrorIs(t, err, flag.ErrHelp)
-	for _, v := range []string{"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
-		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS"} {
+	for _, v := range []string{
+		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
+		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
+	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}
 }

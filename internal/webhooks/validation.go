@@ -242,8 +242,8 @@ func validateVersionChange(path *field.Path, oldVersion, newVersion string) fiel
 }
 
 func validateEtcdScaleDown(path *field.Path, old, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
-	want := ptr.Deref(hcp.Spec.Etcd.Replicas, 0)
-	have := max(ptr.Deref(old.Spec.Etcd.Replicas, 0), int32(len(old.Status.Etcd.Members)))
+	want := int(ptr.Deref(hcp.Spec.Etcd.Replicas, 0))
+	have := max(int(ptr.Deref(old.Spec.Etcd.Replicas, 0)), len(old.Status.Etcd.Members))
 	if want == 0 || want >= have || hcp.Annotations[v1alpha1.AllowEtcdScaleDownAnnotation] == "true" {
 		return nil
 	}

@@ -142,43 +142,79 @@ func TestRejectsBadInput(t *testing.T) {
 		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlaneTemplate\nmetadata: {name: bad}\nspec: {template: {spec: " + spec + "}}"
 	}
 	for name, tc := range map[string]struct{ manifest, want string }{
-		"version not semver": {hcp(`{version: latest}`),
-			`spec.version: Invalid value: "latest": must be a semantic version such as v1.36.3`},
+		"version not semver": {
+			hcp(`{version: latest}`),
+			`spec.version: Invalid value: "latest": must be a semantic version such as v1.36.3`,
+		},
 		"version missing": {hcp(`{replicas: 2}`), `spec.version: Required value`},
-		"etcd replicas even": {hcp(`{version: v1.33.0, etcd: {replicas: 2}}`),
-			`spec.etcd.replicas: Unsupported value: 2: supported values: "1", "3", "5"`},
-		"autoGrow with volumeSize": {hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
-			"spec.etcd.volumeSize: Forbidden: a fixed volumeSize cannot be combined with autoGrow"},
-		"gateway without namespace": {hcp(`{version: v1.33.0, gateway: {name: capi}}`),
-			"spec.gateway.namespace: Required value: set the namespace of the Gateway"},
-		"gateway without name": {hcp(`{version: v1.33.0, gateway: {namespace: capi-system}}`),
-			"spec.gateway.name: Required value: name the Gateway"},
-		"gateway name malformed": {hcp(`{version: v1.33.0, gateway: {name: Capi_GW, namespace: capi-system}}`),
-			`spec.gateway.name: Invalid value: "Capi_GW": must be a Gateway name`},
-		"gateway and exposure": {hcp(`{version: v1.33.0, gateway: {name: capi, namespace: capi-system}, exposure: {type: NodePort}}`),
-			"spec.exposure: Forbidden: exposure applies only without a gateway"},
-		"exposure unknown": {hcp(`{version: v1.33.0, exposure: {type: Ingress}}`),
-			`spec.exposure.type: Unsupported value: "Ingress": supported values: "LoadBalancer", "NodePort", "ClusterIP"`},
-		"ClusterIP without endpoint": {hcp(`{version: v1.33.0, exposure: {type: ClusterIP}}`),
-			"spec.controlPlaneEndpoint.host: Required value: exposure type ClusterIP needs the address"},
-		"certSAN malformed": {hcp(`{version: v1.33.0, apiServer: {certSANs: ["api example com"]}}`),
-			`spec.apiServer.certSANs[0]: Invalid value: "api example com": must be a DNS name`},
-		"arg with dashes": {hcp(`{version: v1.33.0, deployment: {apiServer: {args: {"--v": "4"}}}}`),
-			`spec.deployment.apiServer.args[--v]: Invalid value: "--v": must be a flag name without leading dashes`},
-		"backup schedule": {hcp(`{version: v1.33.0, etcd: {backup: {schedule: "every night", secret: {name: s3}}}}`),
-			`spec.etcd.backup.schedule: Invalid value: "every night": must be a cron schedule`},
-		"CA lifetime too short": {hcp(`{version: v1.33.0, certificates: {caCertificateDuration: 1h}}`),
-			`spec.certificates.caCertificateDuration: Invalid value: "1h0m0s": must be at least 24h`},
-		"root shorter than CA": {hcp(`{version: v1.33.0, certificates: {rootCaCertificateDuration: 48h, caCertificateDuration: 96h}}`),
-			`spec.certificates.rootCaCertificateDuration: Invalid value: "48h0m0s": must be at least caCertificateDuration`},
-		"replicas zero": {hcp(`{version: v1.33.0, replicas: 0}`),
-			"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"},
-		"template with version": {tmpl(`{version: v1.33.0}`),
-			"spec.template.spec.version: Invalid value: version is not allowed in a template: the Cluster's spec.topology.version sets it; remove it"},
-		"template certSAN": {tmpl(`{apiServer: {certSANs: ["-bad-"]}}`),
-			`spec.template.spec.apiServer.certSANs[0]: Invalid value: "-bad-": must be a DNS name`},
-		"template gateway": {tmpl(`{gateway: {name: capi}}`),
-			"spec.template.spec.gateway.namespace: Required value"},
+		"etcd replicas even": {
+			hcp(`{version: v1.33.0, etcd: {replicas: 2}}`),
+			`spec.etcd.replicas: Unsupported value: 2: supported values: "1", "3", "5"`,
+		},
+		"autoGrow with volumeSize": {
+			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
+			"spec.etcd.volumeSize: Forbidden: a fixed volumeSize cannot be combined with autoGrow",
+		},
+		"gateway without namespace": {
+			hcp(`{version: v1.33.0, gateway: {name: capi}}`),
+			"spec.gateway.namespace: Required value: set the namespace of the Gateway",
+		},
+		"gateway without name": {
+			hcp(`{version: v1.33.0, gateway: {namespace: capi-system}}`),
+			"spec.gateway.name: Required value: name the Gateway",
+		},
+		"gateway name malformed": {
+			hcp(`{version: v1.33.0, gateway: {name: Capi_GW, namespace: capi-system}}`),
+			`spec.gateway.name: Invalid value: "Capi_GW": must be a Gateway name`,
+		},
+		"gateway and exposure": {
+			hcp(`{version: v1.33.0, gateway: {name: capi, namespace: capi-system}, exposure: {type: NodePort}}`),
+			"spec.exposure: Forbidden: exposure applies only without a gateway",
+		},
+		"exposure unknown": {
+			hcp(`{version: v1.33.0, exposure: {type: Ingress}}`),
+			`spec.exposure.type: Unsupported value: "Ingress": supported values: "LoadBalancer", "NodePort", "ClusterIP"`,
+		},
+		"ClusterIP without endpoint": {
+			hcp(`{version: v1.33.0, exposure: {type: ClusterIP}}`),
+			"spec.controlPlaneEndpoint.host: Required value: exposure type ClusterIP needs the address",
+		},
+		"certSAN malformed": {
+			hcp(`{version: v1.33.0, apiServer: {certSANs: ["api example com"]}}`),
+			`spec.apiServer.certSANs[0]: Invalid value: "api example com": must be a DNS name`,
+		},
+		"arg with dashes": {
+			hcp(`{version: v1.33.0, deployment: {apiServer: {args: {"--v": "4"}}}}`),
+			`spec.deployment.apiServer.args[--v]: Invalid value: "--v": must be a flag name without leading dashes`,
+		},
+		"backup schedule": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "every night", secret: {name: s3}}}}`),
+			`spec.etcd.backup.schedule: Invalid value: "every night": must be a cron schedule`,
+		},
+		"CA lifetime too short": {
+			hcp(`{version: v1.33.0, certificates: {caCertificateDuration: 1h}}`),
+			`spec.certificates.caCertificateDuration: Invalid value: "1h0m0s": must be at least 24h`,
+		},
+		"root shorter than CA": {
+			hcp(`{version: v1.33.0, certificates: {rootCaCertificateDuration: 48h, caCertificateDuration: 96h}}`),
+			`spec.certificates.rootCaCertificateDuration: Invalid value: "48h0m0s": must be at least caCertificateDuration`,
+		},
+		"replicas zero": {
+			hcp(`{version: v1.33.0, replicas: 0}`),
+			"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1",
+		},
+		"template with version": {
+			tmpl(`{version: v1.33.0}`),
+			"spec.template.spec.version: Invalid value: version is not allowed in a template: the Cluster's spec.topology.version sets it; remove it",
+		},
+		"template certSAN": {
+			tmpl(`{apiServer: {certSANs: ["-bad-"]}}`),
+			`spec.template.spec.apiServer.certSANs[0]: Invalid value: "-bad-": must be a DNS name`,
+		},
+		"template gateway": {
+			tmpl(`{gateway: {name: capi}}`),
+			"spec.template.spec.gateway.namespace: Required value",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj, err := create(t, ns, tc.manifest)
@@ -210,30 +246,50 @@ func TestRejectsBadUpdates(t *testing.T) {
 		change func(*v1alpha1.HostedControlPlane)
 		want   string
 	}{
-		"downgrade": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.32.9" },
-			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.32.9"},
-		"patch downgrade": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-rc.1" },
-			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.33.0-rc.1"},
-		"minor skip": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.35.0" },
-			"spec.version: Forbidden: cannot skip a minor version from v1.33.0 to v1.35.0: upgrade to v1.34.x first"},
-		"major": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v2.0.0" },
-			"spec.version: Forbidden: cannot change the major version"},
-		"etcd shrink": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](1) },
-			`spec.etcd.replicas: Forbidden: cannot lower etcd members from 3 to 1 without consent`},
-		"volume shrink": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
-			"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 4Gi to 2Gi"},
-		"storage class": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.StorageClassName = ptr.To("slow") },
-			"spec.etcd.storageClassName: Forbidden: cannot change once set (was fast)"},
-		"gateway": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway.Name = "other" },
-			"spec.gateway: Forbidden: cannot change once set (was capi-system/capi)"},
+		"downgrade": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.32.9" },
+			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.32.9",
+		},
+		"patch downgrade": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-rc.1" },
+			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.33.0-rc.1",
+		},
+		"minor skip": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.35.0" },
+			"spec.version: Forbidden: cannot skip a minor version from v1.33.0 to v1.35.0: upgrade to v1.34.x first",
+		},
+		"major": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v2.0.0" },
+			"spec.version: Forbidden: cannot change the major version",
+		},
+		"etcd shrink": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](1) },
+			`spec.etcd.replicas: Forbidden: cannot lower etcd members from 3 to 1 without consent`,
+		},
+		"volume shrink": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 4Gi to 2Gi",
+		},
+		"storage class": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.StorageClassName = ptr.To("slow") },
+			"spec.etcd.storageClassName: Forbidden: cannot change once set (was fast)",
+		},
+		"gateway": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway.Name = "other" },
+			"spec.gateway: Forbidden: cannot change once set (was capi-system/capi)",
+		},
 		"gateway to exposure": {func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Gateway = nil
 			h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
 		}, "spec.exposure.type: Forbidden: cannot change once set (was Gateway)"},
-		"endpoint": {func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "elsewhere.example.com" },
-			"spec.controlPlaneEndpoint: Forbidden: cannot change once set (was api.example.com:443)"},
-		"invalid on update too": {func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },
-			"spec.etcd.replicas: Unsupported value: 4"},
+		"endpoint": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "elsewhere.example.com" },
+			"spec.controlPlaneEndpoint: Forbidden: cannot change once set (was api.example.com:443)",
+		},
+		"invalid on update too": {
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },
+			"spec.etcd.replicas: Unsupported value: 4",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := testContext(t)

@@ -72,12 +72,21 @@ func TestBinariesRejectBadConfiguration(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{"./cmd/controller", []string{"LOG_FORMAT=xml", "MAX_CONCURRENT_RECONCILES=0", "ENABLE_WEBHOOKS=false"},
-			[]string{`LOG_FORMAT/--log-format "xml": use json or text`, "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"}},
-		{"./cmd/controller", []string{"LEADER_ELECTION=sometimes", "WEBHOOK_CERT_DIR=" + dir},
-			[]string{`LEADER_ELECTION="sometimes": use true or false`, "has no tls.crt: mount the serving certificate there"}},
-		{"./cmd/extension", []string{"WEBHOOK_CERT_DIR=" + dir, "LOG_LEVEL=chatty"},
-			[]string{"has no tls.key", `log level "chatty"`}},
+		{
+			"./cmd/controller",
+			[]string{"LOG_FORMAT=xml", "MAX_CONCURRENT_RECONCILES=0", "ENABLE_WEBHOOKS=false"},
+			[]string{`LOG_FORMAT/--log-format "xml": use json or text`, "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
+		},
+		{
+			"./cmd/controller",
+			[]string{"LEADER_ELECTION=sometimes", "WEBHOOK_CERT_DIR=" + dir},
+			[]string{`LEADER_ELECTION="sometimes": use true or false`, "has no tls.crt: mount the serving certificate there"},
+		},
+		{
+			"./cmd/extension",
+			[]string{"WEBHOOK_CERT_DIR=" + dir, "LOG_LEVEL=chatty"},
+			[]string{"has no tls.key", `log level "chatty"`},
+		},
 	} {
 		bin, err := Build(env.Root, tc.pkg, dir)
 		require.NoError(t, err)

@@ -81,7 +81,7 @@ func (p *Process) WaitReady(url string, timeout time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before %s answered (%v):\n%s", url, p.err, p.Output())
+			return fmt.Errorf("exited before %s answered (%w):\n%s", url, p.err, p.Output())
 		default:
 		}
 		if resp, err := http.Get(url); err == nil { //nolint:gosec,noctx // a local test URL

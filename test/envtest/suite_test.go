@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -82,6 +81,3 @@ func testContext(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// binPath is where a test's own copies of binaries go.
-func binPath(name string) string { return filepath.Join(binDir, name) }

@@ -1,0 +1,5 @@
+// Package components renders the objects of a hosted control plane (PKI,
+// etcd, kube-apiserver, controller-manager, scheduler, exposure, kubeconfigs)
+// as pure, deterministic functions of the control plane, its Cluster and the
+// controller's settings, so that the same inputs always give the same bytes.
+package components
