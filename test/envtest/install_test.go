@@ -47,7 +47,7 @@ func TestInstallBundleApplies(t *testing.T) {
 		}
 		// Dry run: the webhook configurations would otherwise send the other
 		// tests' requests to a Service that does not run here.
-		err := env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("install-test"), client.ForceOwnership, client.DryRunAll)
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("install-test"), client.ForceOwnership, client.DryRunAll)
 		assert.NoError(t, err, "%s %s", obj.GetKind(), obj.GetName())
 	}
 	for _, kind := range []string{
