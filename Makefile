@@ -41,9 +41,9 @@ manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-com
 	$(KUSTOMIZE) build config/default > dist/control-plane-components.yaml
 	@echo "wrote dist/control-plane-components.yaml"
 
-.PHONY: run
-run: build ## Start the controller against the current kubeconfig (webhooks off, see README).
-	$(BIN)/controller --enable-webhooks=false
+.PHONY: dev
+dev: kube-binaries ## Start a local API server with the CRDs, the controller and the samples (Ctrl-C stops).
+	go run ./test/envtest/devenv
 
 ##@ Generate and check
 
@@ -80,12 +80,12 @@ envtest: kube-binaries manifests ## Tests against a real kube-apiserver and etcd
 ##@ Tools (built from source, cached in bin/)
 
 .PHONY: kube-binaries
-kube-binaries: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd ## Build kube-apiserver and etcd for envtest.
+kube-binaries: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl ## Build kube-apiserver, etcd and kubectl.
 
-$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd &:
+$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl &:
 	mkdir -p $(KUBE_BIN)
 	cd hack/kube && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver ./etcd
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS)

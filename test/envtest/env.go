@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -138,3 +141,47 @@ func ModuleDir(module string) (string, error) {
 // WebhookCA is the certificate authority that signed the certificate in
 // WebhookCertDir, for clients of servers that use it.
 func (e *Env) WebhookCA() []byte { return e.env.WebhookInstallOptions.LocalServingCAData }
+
+// StartController builds cmd/controller into binDir and runs it as it runs
+// in a cluster, serving the admission webhooks with the certificate the
+// webhook configurations trust, and waits until it is ready.
+func (e *Env) StartController(binDir string) (*Process, error) {
+	bin, err := Build(e.Root, "./cmd/controller", binDir)
+	if err != nil {
+		return nil, err
+	}
+	health, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := StartProcess(bin, []string{
+		"KUBECONFIG=" + e.Kubeconfig,
+		"WEBHOOK_CERT_DIR=" + e.WebhookCertDir(),
+		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
+		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health),
+		"METRICS_BIND_ADDRESS=0",
+		"LEADER_ELECTION=false",
+		"LOG_FORMAT=text",
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), time.Minute); err != nil {
+		return nil, errors.Join(fmt.Errorf("controller: %w", err), p.Stop(5*time.Second))
+	}
+	return p, nil
+}
+
+// DecodeObject reads the next object of a YAML stream, skipping empty
+// documents; it returns io.EOF after the last one.
+func DecodeObject(d *utilyaml.YAMLOrJSONDecoder) (*unstructured.Unstructured, error) {
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := d.Decode(&obj.Object); err != nil {
+			return nil, err
+		}
+		if len(obj.Object) > 0 {
+			return obj, nil
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,15 +25,11 @@ func TestInstallBundleApplies(t *testing.T) {
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	kinds := map[string]int{}
 	for {
-		obj := &unstructured.Unstructured{}
-		if err := reader.Decode(&obj.Object); errors.Is(err, io.EOF) {
+		obj, err := DecodeObject(reader)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+		require.NoError(t, err)
 		kinds[obj.GetKind()]++
 		if obj.GetKind() == "Namespace" {
 			// Created for real so the namespaced objects can be checked in it.
@@ -47,7 +42,7 @@ func TestInstallBundleApplies(t *testing.T) {
 		}
 		// Dry run: the webhook configurations would otherwise send the other
 		// tests' requests to a Service that does not run here.
-		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("install-test"), client.ForceOwnership, client.DryRunAll)
+		err = env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("install-test"), client.ForceOwnership, client.DryRunAll)
 		assert.NoError(t, err, "%s %s", obj.GetKind(), obj.GetName())
 	}
 	for _, kind := range []string{

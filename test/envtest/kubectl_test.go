@@ -1,0 +1,56 @@
+package envtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// kubectl runs the kubectl built beside the test API server.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl %v: %s", args, out)
+	return string(out)
+}
+
+// What `kubectl get hcp` shows a reader, through the short name and the
+// cluster-api category.
+func TestKubectlGetShowsControlPlanes(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t)
+	hcp := base(ns, "shown")
+	hcp.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "shown-cluster"}
+	hcp.Spec.ControlPlaneEndpoint.Host, hcp.Spec.ControlPlaneEndpoint.Port = "shown.example.com", 443
+	require.NoError(t, env.Client.Create(ctx, hcp))
+	hcp.Status.ReadyReplicas = ptr.To[int32](1)
+	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	hcp.Status.Conditions = []metav1.Condition{{Type: "Available", Status: metav1.ConditionTrue, Reason: "Answering", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, env.Client.Status().Update(ctx, hcp))
+
+	out := kubectl(t, "get", "hcp", "-n", ns)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"shown", "shown-cluster", "True", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
+
+	wide := strings.Fields(strings.Split(kubectl(t, "get", "hcp", "-n", ns, "-o", "wide"), "\n")[0])
+	assert.Contains(t, wide, "UP-TO-DATE")
+	assert.Contains(t, wide, "ETCD")
+
+	assert.Contains(t, kubectl(t, "get", "cluster-api", "-n", ns), "hostedcontrolplane.controlplane.cluster.x-k8s.io/shown")
+	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
+	tmpl.Namespace, tmpl.Name = ns, "shown"
+	require.NoError(t, env.Client.Create(ctx, tmpl))
+	assert.Contains(t, kubectl(t, "get", "hcpt", "-n", ns), "shown")
+}
