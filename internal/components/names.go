@@ -4,20 +4,21 @@ package components
 // Cluster's name, as Cluster API's own secret names do, and are shared with
 // the extension, which reads some of them.
 
-// Etcd is the name of the etcd StatefulSet and of its client Service.
-func Etcd(cluster string) string { return cluster + "-etcd" }
+// EtcdName is the name of the etcd StatefulSet and of its client Service.
+func EtcdName(cluster string) string { return cluster + "-etcd" }
 
-// EtcdPeers is the headless Service that gives each etcd member its DNS name.
-func EtcdPeers(cluster string) string { return cluster + "-etcd-peer" }
+// EtcdPeerServiceName is the headless Service that gives each etcd member
+// its DNS name.
+func EtcdPeerServiceName(cluster string) string { return cluster + "-etcd-peer" }
 
-// EtcdHealthcheckClient is the Secret (tls.crt, tls.key, ca.crt) with the
+// EtcdHealthcheckSecretName is the Secret (tls.crt, tls.key, ca.crt) with the
 // client certificate used to query etcd's health.
-func EtcdHealthcheckClient(cluster string) string { return cluster + "-etcd-healthcheck-client" }
+func EtcdHealthcheckSecretName(cluster string) string { return cluster + "-etcd-healthcheck-client" }
 
 // EtcdServerName is the DNS name every etcd serving certificate carries, so
 // that a client dialling a member by address can still verify it.
 func EtcdServerName(cluster, namespace string) string {
-	return Etcd(cluster) + "." + namespace + ".svc"
+	return EtcdName(cluster) + "." + namespace + ".svc"
 }
 
 // EtcdClientPort is etcd's client port, named "client" on its Services.
