@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -121,7 +122,9 @@ func toYAML(t testing.TB, objs []client.Object) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	for _, o := range objs {
-		data, err := yaml.Marshal(o)
+		u, err := apply.Unstructured(o)
+		require.NoError(t, err)
+		data, err := yaml.Marshal(u.Object)
 		require.NoError(t, err)
 		buf.WriteString("---\n")
 		buf.Write(data)
