@@ -17,6 +17,9 @@ const (
 	konnectivitySocket    = konnectivitySocketDir + "/konnectivity-server.socket"
 	konnectivityHealth    = 8134
 	konnectivityAdmin     = 8133
+	// VersionLabel on an API server pod is the Kubernetes version it runs;
+	// status.versions is counted from it.
+	VersionLabel = "controlplane.cluster.x-k8s.io/kubernetes-version"
 	// KonnectivityAudience is the audience of the agents' service account
 	// tokens, which the konnectivity server reviews.
 	KonnectivityAudience = "system:konnectivity-server"
@@ -33,9 +36,10 @@ func (in *Input) APIServerName() string { return in.name("apiserver") }
 func (in *Input) EgressSelectorName() string { return in.name("egress-selector") }
 
 // APIServer renders the kube-apiserver Deployment, with the konnectivity
-// server beside each API server, and the egress selector configuration.
+// server beside each API server, and its network policy. Its configuration
+// Secrets come from Configs.
 func APIServer(in *Input) []client.Object {
-	return []client.Object{in.egressSelector(), in.apiServerDeployment()}
+	return []client.Object{in.apiServerNetworkPolicy(), in.apiServerDeployment()}
 }
 
 func (in *Input) egressSelector() *corev1.Secret {
@@ -170,4 +174,12 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// podLabels are the labels of an API server pod: those of its component and
+// the version it runs.
+func (in *Input) podLabels(component string) map[string]string {
+	labels := in.Labels(component)
+	labels[VersionLabel] = in.ControlPlane.Spec.Version
+	return labels
 }

@@ -53,7 +53,7 @@ func ControllerManager(in *Input) []client.Object {
 		controllerManagerPort, in.KubeconfigName(controllerManagerUser), in.ControllerManagerCertSecret(),
 		secretVolume{"ca", in.CASecret(), "/etc/kubernetes/pki/ca"},
 		secretVolume{"sa", in.SASecret(), "/etc/kubernetes/pki/sa"})
-	return []client.Object{d}
+	return []client.Object{in.networkPolicy(ControllerManagerComponent, nil), d}
 }
 
 // Scheduler renders the kube-scheduler Deployment.
@@ -68,7 +68,7 @@ func Scheduler(in *Input) []client.Object {
 		"leader-elect":              "true",
 		"profiling":                 "false",
 	}
-	return []client.Object{in.controllerDeployment(SchedulerComponent, in.SchedulerName(), spec, defaults,
+	return []client.Object{in.networkPolicy(SchedulerComponent, nil), in.controllerDeployment(SchedulerComponent, in.SchedulerName(), spec, defaults,
 		schedulerPort, in.KubeconfigName(schedulerUser), in.SchedulerCertSecret())}
 }
 

@@ -33,9 +33,9 @@ func (in *Input) EtcdVolumeSize() resource.Quantity {
 
 // Etcd renders the etcd cluster: a StatefulSet of members with persistent
 // volumes, the headless Service that names them, the client Service, and a
-// PodDisruptionBudget that keeps quorum.
+// PodDisruptionBudget that keeps quorum, and its network policy.
 func Etcd(in *Input) []client.Object {
-	objs := []client.Object{in.etcdStatefulSet(), in.etcdClientService(), in.etcdPeerService()}
+	objs := []client.Object{in.etcdNetworkPolicy(), in.etcdClientService(), in.etcdPeerService(), in.etcdStatefulSet()}
 	if in.EtcdReplicas() > 1 {
 		objs = append(objs, in.etcdPDB())
 	}

@@ -101,7 +101,7 @@ func (c goldenCase) input(t testing.TB) *Input {
 // renderAll renders every object of a control plane, in the reconciler's order.
 func renderAll(t testing.TB, in *Input) []client.Object {
 	t.Helper()
-	kubeconfigs, err := Kubeconfigs(in)
+	configs, err := Configs(in)
 	require.NoError(t, err)
 	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: in.AdminCertSecret()}, Data: map[string][]byte{
 		"tls.crt": []byte("admin certificate"), "tls.key": []byte("admin key"), "ca.crt": []byte("cluster CA"),
@@ -110,7 +110,7 @@ func renderAll(t testing.TB, in *Input) []client.Object {
 	require.NoError(t, err)
 	var objs []client.Object
 	for _, group := range [][]client.Object{
-		Exposure(in), PKI(in), kubeconfigs, {cluster}, NetworkPolicies(in),
+		Exposure(in), PKI(in), configs, {cluster},
 		Etcd(in), APIServer(in), ControllerManager(in), Scheduler(in),
 	} {
 		objs = append(objs, group...)

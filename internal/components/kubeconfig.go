@@ -27,12 +27,13 @@ const (
 // KubeconfigName is the Secret with the kubeconfig of a component.
 func (in *Input) KubeconfigName(user string) string { return in.name(user + "-kubeconfig") }
 
-// Kubeconfigs renders the kubeconfigs of the components that talk to the API
-// server. They refer to the mounted certificate files rather than embedding
-// them, so they never change when certificates are renewed.
-func Kubeconfigs(in *Input) ([]client.Object, error) {
+// Configs renders the configuration Secrets the pods mount: the kubeconfigs
+// of the components that talk to the API server and the API server's egress
+// selector. The kubeconfigs refer to the mounted certificate files rather
+// than embedding them, so they never change when certificates are renewed.
+func Configs(in *Input) ([]client.Object, error) {
 	inCluster := fmt.Sprintf("https://%s.%s.svc:%d", in.APIServerServiceName(), in.Namespace(), in.ServicePort())
-	var objs []client.Object
+	objs := []client.Object{in.egressSelector()}
 	for user, server := range map[string]string{
 		controllerManagerUser: inCluster,
 		schedulerUser:         inCluster,
