@@ -34,6 +34,8 @@ type Env struct {
 	Kubeconfig string
 	// Root is the repository's top directory.
 	Root string
+	// auditLog records every write the API server accepts.
+	auditLog string
 }
 
 // Scheme knows the kinds the tests create: core Kubernetes, this provider,
@@ -80,6 +82,9 @@ func Start() (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		},
 	}}
+	if err := e.configureAudit(); err != nil {
+		return nil, err
+	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("start test API server: %w", err)
 	}
@@ -92,16 +97,20 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
-func (e *Env) writeKubeconfig() (string, error) {
-	user, err := e.env.AddUser(crenvtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+func (e *Env) writeKubeconfig() (string, error) { return e.UserKubeconfig("admin") }
+
+// UserKubeconfig writes a kubeconfig of a new cluster admin called name, whose
+// requests the audit log tells apart, and returns its path.
+func (e *Env) UserKubeconfig(name string) (string, error) {
+	user, err := e.env.AddUser(crenvtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return "", fmt.Errorf("add admin user: %w", err)
+		return "", fmt.Errorf("add user %s: %w", name, err)
 	}
 	data, err := user.KubeConfig()
 	if err != nil {
-		return "", fmt.Errorf("admin kubeconfig: %w", err)
+		return "", fmt.Errorf("kubeconfig of %s: %w", name, err)
 	}
-	path := filepath.Join(e.env.WebhookInstallOptions.LocalServingCertDir, "..", "admin.kubeconfig")
+	path := filepath.Join(e.env.WebhookInstallOptions.LocalServingCertDir, "..", name+".kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
 }
 
@@ -142,6 +151,10 @@ func ModuleDir(module string) (string, error) {
 // WebhookCertDir, for clients of servers that use it.
 func (e *Env) WebhookCA() []byte { return e.env.WebhookInstallOptions.LocalServingCAData }
 
+// ControllerUser is the user the controller started by StartController acts
+// as, so its writes can be counted apart from the tests' own.
+const ControllerUser = "hosted-control-plane-controller"
+
 // StartController builds cmd/controller into binDir and runs it as it runs
 // in a cluster, serving the admission webhooks with the certificate the
 // webhook configurations trust, and waits until it is ready.
@@ -154,8 +167,12 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	kubeconfig, err := e.UserKubeconfig(ControllerUser)
+	if err != nil {
+		return nil, err
+	}
 	p, err := StartProcess(bin, []string{
-		"KUBECONFIG=" + e.Kubeconfig,
+		"KUBECONFIG=" + kubeconfig,
 		"WEBHOOK_CERT_DIR=" + e.WebhookCertDir(),
 		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health),
