@@ -14,7 +14,7 @@ import (
 )
 
 // namespace creates a namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
 	require.NoError(t, env.Client.Create(testContext(t), ns))
@@ -22,7 +22,7 @@ func namespace(t *testing.T) string {
 }
 
 // manifest parses a YAML manifest as a user would write it.
-func manifest(t *testing.T, text string) *unstructured.Unstructured {
+func manifest(t testing.TB, text string) *unstructured.Unstructured {
 	t.Helper()
 	obj := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(strings.TrimSpace(text)), &obj.Object))
@@ -30,7 +30,7 @@ func manifest(t *testing.T, text string) *unstructured.Unstructured {
 }
 
 // create sends a manifest to the API server in namespace ns.
-func create(t *testing.T, ns, text string) (*unstructured.Unstructured, error) {
+func create(t testing.TB, ns, text string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	obj := manifest(t, text)
 	obj.SetNamespace(ns)
