@@ -167,7 +167,7 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels:      in.Labels(APIServerComponent),
+					Labels:      in.podLabels(APIServerComponent),
 					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
 				},
 				Spec: pod,

@@ -35,8 +35,10 @@ type goldenCase struct {
 
 var goldenCases = []goldenCase{
 	{
-		name:     "gateway",
-		cp:       func(cp *v1alpha1.HostedControlPlane) { cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"} },
+		name: "gateway",
+		cp: func(cp *v1alpha1.HostedControlPlane) {
+			cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+		},
 		listener: &GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 443},
 		endpoint: clusterv1.APIEndpoint{Host: "demo.default.k8s.example.com", Port: 443},
 	},
@@ -110,7 +112,8 @@ func renderAll(t testing.TB, in *Input) []client.Object {
 	require.NoError(t, err)
 	var objs []client.Object
 	for _, group := range [][]client.Object{
-		Exposure(in), PKI(in), configs, {cluster},
+		Exposure(in), PKI(in), configs,
+		{cluster},
 		Etcd(in), APIServer(in), ControllerManager(in), Scheduler(in),
 	} {
 		objs = append(objs, group...)

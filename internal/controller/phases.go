@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,7 +39,9 @@ type outcome struct {
 	reason, message string
 }
 
-func ready(message string) outcome { return outcome{done: true, reason: v1alpha1.ReadyReason, message: message} }
+func ready(message string) outcome {
+	return outcome{done: true, reason: v1alpha1.ReadyReason, message: message}
+}
 
 func waiting(reason, format string, args ...any) outcome {
 	return outcome{reason: reason, message: fmt.Sprintf(format, args...)}
@@ -297,10 +301,10 @@ func secretHash(data map[string][]byte) string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	h := newHash()
+	h := sha256.New()
 	for _, k := range keys {
-		h.Write([]byte(k))
-		h.Write(data[k])
+		_, _ = h.Write([]byte(k))
+		_, _ = h.Write(data[k])
 	}
-	return h.sum()
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"hash"
 	"slices"
 
 	"github.com/blang/semver/v4"
@@ -39,7 +36,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	}
 	if version, n := r.runningVersion(ctx, s); n > 0 {
 		st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
-		st.Version = version
+		st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 	}
 	st.Etcd.Members = r.readyPods(ctx, s, components.EtcdComponent)
 }
@@ -115,10 +112,3 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) bool {
 	s.hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 	return true
 }
-
-// digest is a short SHA-256 of what is written to it.
-type digest struct{ hash.Hash }
-
-func newHash() digest { return digest{sha256.New()} }
-
-func (d digest) sum() string { return hex.EncodeToString(d.Sum(nil))[:16] }

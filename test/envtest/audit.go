@@ -60,12 +60,12 @@ func (e *Env) Writes(user string, since time.Time) ([]Write, error) {
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
 		var ev struct {
-			Verb string
-			User struct{ Username string }
+			Verb      string
+			User      struct{ Username string }
 			ObjectRef struct {
 				Resource, Subresource, Name string
 			}
-			ResponseStatus struct{ Code int }
+			ResponseStatus           struct{ Code int }
 			RequestReceivedTimestamp time.Time
 		}
 		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {

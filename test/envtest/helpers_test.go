@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -62,4 +64,32 @@ func assertSubset(t *testing.T, path string, want, got any) {
 		// YAML numbers arrive as float64 and stored ones as int64: compare as written.
 		assert.Equalf(t, fmt.Sprint(want), fmt.Sprint(got), "%s", path)
 	}
+}
+
+// updateStatus changes the status of obj as a controller would, again on a
+// conflict: the provider's controller may write the same object meanwhile.
+func updateStatus[T client.Object](t testing.TB, obj T, change func(T)) {
+	t.Helper()
+	ctx := testContext(t)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return env.Client.Status().Update(ctx, obj)
+	}))
+}
+
+// update changes obj as a user would, again when the provider's controller
+// wrote it meanwhile; it returns the API server's final answer.
+func update[T client.Object](t testing.TB, obj T, change func(T)) error {
+	t.Helper()
+	ctx := testContext(t)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return env.Client.Update(ctx, obj)
+	})
 }
