@@ -167,6 +167,10 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	kubeconfig, err := e.UserKubeconfig(ControllerUser)
 	if err != nil {
 		return nil, err
@@ -176,13 +180,14 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 		"WEBHOOK_CERT_DIR=" + e.WebhookCertDir(),
 		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health),
-		"METRICS_BIND_ADDRESS=0",
+		fmt.Sprintf("METRICS_BIND_ADDRESS=127.0.0.1:%d", metrics),
 		"LEADER_ELECTION=false",
 		"LOG_FORMAT=text",
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	if err := p.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), time.Minute); err != nil {
 		return nil, errors.Join(fmt.Errorf("controller: %w", err), p.Stop(5*time.Second))
 	}
