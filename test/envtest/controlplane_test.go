@@ -44,7 +44,15 @@ func TestControlPlaneComesUp(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}
 	})
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	assert.Equal(t, clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(port)}, hcp.Spec.ControlPlaneEndpoint)
+	waitFor(t, "the endpoint in spec.controlPlaneEndpoint", time.Minute, func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		if want := (clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(port)}); hcp.Spec.ControlPlaneEndpoint != want {
+			return fmt.Errorf("endpoint %+v", hcp.Spec.ControlPlaneEndpoint)
+		}
+		return nil
+	})
 
 	waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	checkCertificates(t, ns)
