@@ -109,7 +109,7 @@ func run(ctx context.Context, cfg settings.Controller) error {
 		Recorder:  mgr.GetEventRecorder("hosted-control-plane-controller"),
 		Prober:    controller.ReadyzProber{Timeout: 5 * time.Second},
 	}
-	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
+	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}
 	ready := healthz.Ping

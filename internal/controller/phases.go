@@ -96,21 +96,32 @@ func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) 
 	return ready("Cluster " + s.cluster.Name + " is ready"), nil
 }
 
-// apply applies objs in order; a conflict or failure ends the phase.
-func (r *Reconciler) apply(ctx context.Context, objs ...client.Object) error {
+// apply applies objs in order; a conflict or failure ends the phase. It
+// reports whether it wrote: the cache then still shows the old object, whose
+// status says nothing about the new spec.
+func (r *Reconciler) apply(ctx context.Context, objs ...client.Object) (bool, error) {
+	wrote := false
 	for _, obj := range objs {
-		if _, err := r.applier.Apply(ctx, obj); err != nil {
-			return err
+		w, err := r.applier.Apply(ctx, obj)
+		if err != nil {
+			return wrote, err
 		}
+		wrote = wrote || w
 	}
-	return nil
+	return wrote, nil
+}
+
+// rollingOut is the outcome of a phase that just changed its workloads.
+func rollingOut(what string) outcome {
+	return waiting(v1alpha1.ProgressingReason, "rolling out the new spec of %s", what)
 }
 
 func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, error) {
 	spec := s.hcp.Spec
 	if gw := spec.Gateway; gw != nil {
+		// Gateways are not ours and not in the label-scoped cache.
 		gateway := &gatewayv1.Gateway{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
 		if apierrors.IsNotFound(err) {
 			return problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
 		}
@@ -123,7 +134,7 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 		}
 		s.in.Listener = &listener
 	}
-	if err := r.apply(ctx, components.Exposure(s.in)...); err != nil {
+	if _, err := r.apply(ctx, components.Exposure(s.in)...); err != nil {
 		return outcome{}, err
 	}
 	host, port, ok := r.endpoint(ctx, s)
@@ -154,7 +165,7 @@ func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, boo
 
 func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, error) {
 	objs := components.PKI(s.in)
-	if err := r.apply(ctx, objs...); err != nil {
+	if _, err := r.apply(ctx, objs...); err != nil {
 		return outcome{}, err
 	}
 	var pending []string
@@ -219,7 +230,7 @@ func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, er
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := r.apply(ctx, append(configs, kubeconfig)...); err != nil {
+	if _, err := r.apply(ctx, append(configs, kubeconfig)...); err != nil {
 		return outcome{}, err
 	}
 	s.kubeconfig = kubeconfig.Data["value"]
@@ -228,11 +239,15 @@ func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, er
 
 func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 	objs := components.Etcd(s.in)
-	if err := r.apply(ctx, objs...); err != nil {
+	wrote, err := r.apply(ctx, objs...)
+	if err != nil {
 		return outcome{}, err
 	}
 	if err := r.prune(ctx, s, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
 		return outcome{}, err
+	}
+	if wrote {
+		return rollingOut("etcd"), nil
 	}
 	sts := &appsv1.StatefulSet{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
@@ -249,15 +264,17 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 }
 
 func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
-	if err := r.apply(ctx, components.APIServer(s.in)...); err != nil {
-		return outcome{}, err
+	wrote, err := r.apply(ctx, components.APIServer(s.in)...)
+	if err != nil || wrote {
+		return rollingOut("the API servers"), err
 	}
 	return r.deploymentsReady(ctx, s, s.in.APIServerName())
 }
 
 func (r *Reconciler) controllersPhase(ctx context.Context, s *scope) (outcome, error) {
-	if err := r.apply(ctx, append(components.ControllerManager(s.in), components.Scheduler(s.in)...)...); err != nil {
-		return outcome{}, err
+	wrote, err := r.apply(ctx, append(components.ControllerManager(s.in), components.Scheduler(s.in)...)...)
+	if err != nil || wrote {
+		return rollingOut("the controller manager and scheduler"), err
 	}
 	return r.deploymentsReady(ctx, s, s.in.ControllerManagerName(), s.in.SchedulerName())
 }

@@ -110,11 +110,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 			out = failure(err)
 		}
 		setCondition(s.hcp, p.condition, boolStatus(out.done), out.reason, out.message)
-		if err != nil || out.warn {
+		if out.warn {
+			// A bad situation: say so, and retry with backoff.
 			r.Recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, p.condition, out.message)
-		}
-		if err != nil {
-			return ctrl.Result{}, err // retried with backoff
+			return ctrl.Result{}, fmt.Errorf("%s: %s", out.reason, out.message)
 		}
 		if !out.done {
 			r.markWaiting(s.hcp, i)

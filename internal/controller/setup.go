@@ -38,33 +38,25 @@ import (
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=tlsroutes,verbs=get;list;watch;create;update;patch;delete
 
-// gatewayIndex indexes control planes by the namespace/name of their Gateway.
-const gatewayIndex = "spec.gateway"
-
 // CacheOptions limit the manager's cache to the objects this controller
 // labels, so it holds the control planes' objects and nothing else of the
-// management cluster.
+// management cluster; only control planes and Clusters are cached whole. The
+// label selector is the default rather than per kind, so that kinds whose
+// CRDs arrive after the start (cert-manager's, Gateway API's) get it too.
 func CacheOptions() cache.Options {
-	mine := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedBy})}
-	by := map[client.Object]cache.ByObject{}
-	for _, obj := range []client.Object{
-		&corev1.Secret{}, &corev1.Service{}, &corev1.Pod{}, &appsv1.Deployment{}, &appsv1.StatefulSet{},
-		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{},
-		&cmv1.Certificate{}, &cmv1.Issuer{}, &gatewayv1.TLSRoute{},
-	} {
-		by[obj] = mine
+	all := cache.ByObject{Label: labels.Everything()}
+	return cache.Options{
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedBy}),
+		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
 	}
-	return cache.Options{ByObject: by}
 }
 
 // SetupWithManager registers the controller and its watches. Kinds of
 // cert-manager and Gateway API are watched once their CRDs exist, which may
-// be after the controller starts.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+// be after the controller starts. Gateways are not watched: they are not
+// ours, and a control plane waiting for one looks again every few seconds.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.applier = &apply.Applier{Client: r.Client, Reader: r.Client, LiveReader: r.APIReader, Owner: components.ManagedBy}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.HostedControlPlane{}, gatewayIndex, indexGateway); err != nil {
-		return fmt.Errorf("index gateways: %w", err)
-	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(mapByLabel)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.HostedControlPlane{}).
@@ -87,17 +79,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
-		{obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway)},
 	}}
 	return nil
-}
-
-func indexGateway(obj client.Object) []string {
-	hcp, ok := obj.(*v1alpha1.HostedControlPlane)
-	if !ok || hcp.Spec.Gateway == nil {
-		return nil
-	}
-	return []string{hcp.Spec.Gateway.Namespace + "/" + hcp.Spec.Gateway.Name}
 }
 
 func mapByLabel(_ context.Context, obj client.Object) []reconcile.Request {
@@ -118,18 +101,6 @@ func mapCluster(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
-}
-
-func (r *Reconciler) mapGateway(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &v1alpha1.HostedControlPlaneList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{gatewayIndex: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }
 
 // optionalKind is a kind whose CRD may be installed after the controller

@@ -36,6 +36,8 @@ type Env struct {
 	Root string
 	// auditLog records every write the API server accepts.
 	auditLog string
+	// dir holds this environment's kubeconfig files.
+	dir string
 }
 
 // Scheme knows the kinds the tests create: core Kubernetes, this provider,
@@ -52,10 +54,32 @@ func Scheme() *k8sruntime.Scheme {
 	return scheme
 }
 
-// Start starts the API server, installs the CRDs and the provider's webhook
-// configurations (pointing at 127.0.0.1 with certificates in
-// WebhookCertDir), and writes an admin kubeconfig.
-func Start() (*Env, error) {
+// ModuleCRDs is where a module of go.mod keeps its CRDs.
+type ModuleCRDs struct{ Module, Dir string }
+
+// The CRDs of the projects the provider works with.
+var (
+	CAPICRDs        = ModuleCRDs{"sigs.k8s.io/cluster-api", "core/config/crd/bases"}
+	CertManagerCRDs = ModuleCRDs{"github.com/cert-manager/cert-manager", "deploy/crds"}
+	GatewayAPICRDs  = ModuleCRDs{"sigs.k8s.io/gateway-api", "config/crd/standard"}
+)
+
+// Path is the CRD directory in the module cache.
+func (m ModuleCRDs) Path() (string, error) {
+	dir, err := ModuleDir(m.Module)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, m.Dir), nil
+}
+
+// Start starts the API server with every CRD the provider works with.
+func Start() (*Env, error) { return StartWith(CAPICRDs, CertManagerCRDs, GatewayAPICRDs) }
+
+// StartWith starts the API server, installs the provider's CRDs and those of
+// modules, and the provider's webhook configurations (pointing at 127.0.0.1
+// with certificates in WebhookCertDir), and writes an admin kubeconfig.
+func StartWith(modules ...ModuleCRDs) (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make envtest`, which builds kube-apiserver and etcd")
 	}
@@ -64,16 +88,12 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	crds := []string{filepath.Join(root, "config", "crd", "bases")}
-	for _, m := range []struct{ module, dir string }{
-		{"sigs.k8s.io/cluster-api", "core/config/crd/bases"},
-		{"github.com/cert-manager/cert-manager", "deploy/crds"},
-		{"sigs.k8s.io/gateway-api", "config/crd/standard"},
-	} {
-		dir, err := ModuleDir(m.module)
+	for _, m := range modules {
+		dir, err := m.Path()
 		if err != nil {
 			return nil, err
 		}
-		crds = append(crds, filepath.Join(dir, m.dir))
+		crds = append(crds, dir)
 	}
 	e := &Env{Root: root, env: &crenvtest.Environment{
 		CRDDirectoryPaths:     crds,
@@ -110,8 +130,23 @@ func (e *Env) UserKubeconfig(name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("kubeconfig of %s: %w", name, err)
 	}
-	path := filepath.Join(e.env.WebhookInstallOptions.LocalServingCertDir, "..", name+".kubeconfig")
+	if e.dir == "" {
+		if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(e.dir, name+".kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
+}
+
+// InstallCRDs installs the CRDs of a module into the running API server.
+func (e *Env) InstallCRDs(m ModuleCRDs) error {
+	dir, err := m.Path()
+	if err != nil {
+		return err
+	}
+	_, err = crenvtest.InstallCRDs(e.Config, crenvtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+	return err
 }
 
 // WebhookCertDir holds tls.crt and tls.key that the webhook configurations
@@ -121,8 +156,13 @@ func (e *Env) WebhookCertDir() string { return e.env.WebhookInstallOptions.Local
 // WebhookPort is the port on 127.0.0.1 the webhook configurations call.
 func (e *Env) WebhookPort() int { return e.env.WebhookInstallOptions.LocalServingPort }
 
-// Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop stops the API server and etcd and removes the kubeconfig files.
+func (e *Env) Stop() error {
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir)
+	}
+	return e.env.Stop()
+}
 
 // RepoRoot is the repository's top directory.
 func RepoRoot() (string, error) {

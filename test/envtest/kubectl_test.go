@@ -50,7 +50,7 @@ func TestKubectlGetShowsControlPlanes(t *testing.T) {
 
 	out := kubectl(t, "get", "hcp", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, out)
+	require.Len(t, lines, 2, "%s\nall control planes:\n%s", out, kubectl(t, "get", "hostedcontrolplanes", "-A", "--show-labels"))
 	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{"shown", "shown-cluster", "True", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
 
