@@ -22,7 +22,7 @@ import (
 // hasEvent waits for a Warning event with reason about the control plane.
 func hasEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) {
 	t.Helper()
-	waitFor(t, "a "+reason+" event", time.Minute, func() error {
+	waitFor(t, "a "+reason+" event", func() error {
 		events := &eventsv1.EventList{}
 		if err := env.Client.List(testContext(t), events, client.InNamespace(hcp.Namespace)); err != nil {
 			return err
@@ -64,7 +64,7 @@ func TestGatewayProblems(t *testing.T) {
 	}))
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	host := "gw." + ns + ".k8s.example.com"
-	waitFor(t, "the gateway endpoint", time.Minute, func() error {
+	waitFor(t, "the gateway endpoint", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
 	assert.Empty(t, after.OwnerReferences)
 
 	require.NoError(t, env.Client.Delete(testContext(t), after))
-	waitFor(t, "our Service replaces theirs", time.Minute, func() error {
+	waitFor(t, "our Service replaces theirs", func() error {
 		svc := &corev1.Service{}
 		if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "taken-apiserver"}, svc); err != nil {
 			return err

@@ -58,9 +58,11 @@ func newControlPlane(t *testing.T, cluster *clusterv1.Cluster, change func(*v1al
 	return hcp
 }
 
-// waitFor polls until check passes, failing with its last complaint.
-func waitFor(t *testing.T, what string, timeout time.Duration, check func() error) {
+// waitFor polls for up to a minute until check passes, failing with its
+// last complaint.
+func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
+	const timeout = time.Minute
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
@@ -77,7 +79,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, check func() erro
 func waitCondition(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
 		}
@@ -93,7 +95,7 @@ func waitCondition(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition str
 // get waits for an object to exist and reads it.
 func get[T client.Object](t *testing.T, obj T, ns, name string) T {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%T %s/%s exists", obj, ns, name), time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%T %s/%s exists", obj, ns, name), func() error {
 		return env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	})
 	return obj
@@ -135,7 +137,7 @@ func rollOutDeployment(t *testing.T, ns, name string) {
 
 // runningPod creates a ready pod of the API server at version, as the
 // Deployment controller, the scheduler and a kubelet would.
-func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version string) *corev1.Pod {
+func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version string) {
 	t.Helper()
 	d := get(t, &appsv1.Deployment{}, hcp.Namespace, hcp.Name+"-apiserver")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, Name: name, Labels: d.Spec.Template.Labels}}
@@ -146,7 +148,6 @@ func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version st
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 	})
-	return pod
 }
 
 // reconciles is how many passes the controller has finished, and whether it

@@ -44,7 +44,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}
 	})
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	waitFor(t, "the endpoint in spec.controlPlaneEndpoint", time.Minute, func() error {
+	waitFor(t, "the endpoint in spec.controlPlaneEndpoint", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 
 	runningPod(t, hcp, "demo-apiserver-a", "v1.36.3")
 	runningPod(t, hcp, "demo-apiserver-b", "v1.36.3")
-	waitFor(t, "status.versions", time.Minute, func() error {
+	waitFor(t, "status.versions", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
 		}
@@ -204,7 +204,7 @@ func noWritesWhenUnchanged(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
 		h.Annotations = map[string]string{"example.com/touched": since.String()}
 	}))
-	waitFor(t, "a pass over the touched control plane", time.Minute, func() error {
+	waitFor(t, "a pass over the touched control plane", func() error {
 		if n, idle := reconciles(t); n <= before || !idle {
 			return fmt.Errorf("%v passes, idle %v", n, idle)
 		}
@@ -218,7 +218,7 @@ func noWritesWhenUnchanged(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 // waitQuiet waits until the controller has written nothing for a while.
 func waitQuiet(t *testing.T) {
 	t.Helper()
-	waitFor(t, "the controller to settle", time.Minute, func() error {
+	waitFor(t, "the controller to settle", func() error {
 		writes, err := env.Writes(ControllerUser, time.Now().Add(-3*time.Second))
 		if err != nil {
 			return err
@@ -237,7 +237,7 @@ func scaleAPIServers(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	ctx := testContext(t)
 	body := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: hcp.Name, Namespace: hcp.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
 	require.NoError(t, env.Client.SubResource("scale").Update(ctx, hcp, client.WithSubResourceBody(body)))
-	waitFor(t, "three API server replicas", time.Minute, func() error {
+	waitFor(t, "three API server replicas", func() error {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: "demo-apiserver"}, d); err != nil {
 			return err

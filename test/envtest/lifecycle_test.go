@@ -65,7 +65,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
 		return hcp.Status.Versions
 	}
-	waitFor(t, "versions report v1.33.4", time.Minute, func() error {
+	waitFor(t, "versions report v1.33.4", func() error {
 		if v := versions(); len(v) != 1 || v[0].Version != "v1.33.4" {
 			return fmt.Errorf("versions %v", v)
 		}
@@ -73,7 +73,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 	})
 
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.34.0" }))
-	waitFor(t, "etcd moves to the etcd of v1.34", time.Minute, func() error {
+	waitFor(t, "etcd moves to the etcd of v1.34", func() error {
 		if img := image(t, &appsv1.StatefulSet{}, ns, "upgrade-etcd"); img != "registry.k8s.io/etcd:3.6.8-0" {
 			return fmt.Errorf("etcd image %s", img)
 		}
@@ -83,7 +83,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 	assert.Equal(t, "registry.k8s.io/kube-apiserver:v1.33.4", image(t, &appsv1.Deployment{}, ns, "upgrade-apiserver"), "API servers wait for etcd")
 
 	rollOutStatefulSet(t, ns, "upgrade-etcd")
-	waitFor(t, "the API servers move", time.Minute, func() error {
+	waitFor(t, "the API servers move", func() error {
 		if img := image(t, &appsv1.Deployment{}, ns, "upgrade-apiserver"); img != "registry.k8s.io/kube-apiserver:v1.34.0" {
 			return fmt.Errorf("apiserver image %s", img)
 		}
@@ -100,7 +100,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 	assert.Equal(t, "v1.33.4", versions()[0].Version, "status.versions stays while an old API server runs")
 
 	rollOutDeployment(t, ns, "upgrade-apiserver")
-	waitFor(t, "the controllers move", time.Minute, func() error {
+	waitFor(t, "the controllers move", func() error {
 		for _, name := range []string{"upgrade-controller-manager", "upgrade-scheduler"} {
 			if img := image(t, &appsv1.Deployment{}, ns, name); img != "registry.k8s.io/kube-"+name[len("upgrade-"):]+":v1.34.0" {
 				return fmt.Errorf("%s image %s", name, img)
@@ -112,7 +112,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 		require.NoError(t, env.Client.Delete(testContext(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old}}))
 	}
 	runningPod(t, hcp, "upgrade-apiserver-new-b", "v1.34.0")
-	waitFor(t, "versions report v1.34.0 once every API server runs it", time.Minute, func() error {
+	waitFor(t, "versions report v1.34.0 once every API server runs it", func() error {
 		if v := versions(); len(v) != 1 || v[0] != (clusterv1.StatusVersion{Version: "v1.34.0", Replicas: 2}) {
 			return fmt.Errorf("versions %v", v)
 		}
@@ -134,7 +134,7 @@ func TestPauseHoldsChanges(t *testing.T) {
 
 	require.NoError(t, update(t, cluster, func(c *clusterv1.Cluster) { c.Spec.Paused = nil }))
 	waitCondition(t, hcp, clusterv1.PausedCondition, metav1.ConditionFalse, clusterv1.NotPausedReason)
-	waitFor(t, "the held change is applied", time.Minute, func() error {
+	waitFor(t, "the held change is applied", func() error {
 		d := get(t, &appsv1.Deployment{}, hcp.Namespace, "paused-apiserver")
 		if *d.Spec.Replicas != 4 {
 			return fmt.Errorf("replicas %d", *d.Spec.Replicas)
@@ -152,12 +152,12 @@ func TestDeleteRemovesWhatGarbageCollectionCannot(t *testing.T) {
 	_, hcp := readyControlPlane(t, "deleted", "v1.36.3")
 	ns := hcp.Namespace
 	require.NoError(t, env.Client.Delete(testContext(t), hcp))
-	waitFor(t, "the control plane is gone", time.Minute, func() error {
+	waitFor(t, "the control plane is gone", func() error {
 		err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), &v1alpha1.HostedControlPlane{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	certs := &cmv1.CertificateList{}
 	require.NoError(t, env.Client.List(testContext(t), certs, client.InNamespace(ns)))
