@@ -81,7 +81,15 @@ func TestControlPlaneComesUp(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NotAnsweringReason).Status)
 	runHostedAPIServer(t, ns, "demo", port)
 	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	assert.Equal(t, ptr.To(true), hcp.Status.Initialization.ControlPlaneInitialized)
+	waitFor(t, "initialization.controlPlaneInitialized", func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		if !ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	assert.Equal(t, ptr.To(true), hcp.Status.ExternalManagedControlPlane)
 	useWorkloadCluster(t, kubeconfig)
 
