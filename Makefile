@@ -77,6 +77,10 @@ unit: ## Unit tests (no API server).
 envtest: kube-binaries manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 ./test/envtest/... -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
+.PHONY: bench
+bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI).
+	go test ./test/envtest/bench -run '^$$' -bench . -benchtime 1x -timeout 30m 2>&1 | tee $(BIN)/bench.log | grep -E '^(BENCH|ok|FAIL|---)'
+
 ##@ Tools (built from source, cached in bin/)
 
 .PHONY: kube-binaries

@@ -28,7 +28,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	st.Etcd.VolumeSize = ptr.To(s.in.EtcdVolumeSize())
 
 	d := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
 		st.Replicas = ptr.To(d.Status.Replicas)
 		st.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
 		st.AvailableReplicas = ptr.To(d.Status.AvailableReplicas)
@@ -45,7 +45,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 // many are ready. It moves to a new version only once every ready pod runs it.
 func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int32) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
+	if err := r.client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
 		client.MatchingLabels(s.in.Selector(components.APIServerComponent))); err != nil {
 		return "", 0
 	}
@@ -69,7 +69,7 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 // readyPods are the names of the ready pods of component, sorted.
 func (r *Reconciler) readyPods(ctx context.Context, s *scope, component string) []string {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(component))); err != nil {
+	if err := r.client.List(ctx, pods, client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(component))); err != nil {
 		return nil
 	}
 	var names []string
@@ -102,7 +102,7 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) bool {
 			"no kubeconfig to reach the API server with yet")
 		return false
 	}
-	if err := r.Prober.Probe(ctx, s.kubeconfig); err != nil {
+	if err := r.prober.Probe(ctx, s.kubeconfig); err != nil {
 		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NotAnsweringReason,
 			"the API server does not answer through the cluster's kubeconfig: "+err.Error())
 		return false
