@@ -238,6 +238,9 @@ func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, er
 }
 
 func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
+	if out, changing := r.etcdMembershipChange(ctx, s); changing {
+		return out, nil
+	}
 	objs := components.Etcd(s.in)
 	wrote, err := r.apply(ctx, objs...)
 	if err != nil {
@@ -261,6 +264,24 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 			st.ReadyReplicas, want, st.UpdatedReplicas), nil
 	}
 	return ready(fmt.Sprintf("%d etcd members ready", want)), nil
+}
+
+// etcdMembershipChange refuses to resize a running etcd: new members must be
+// added to the cluster before they start, and removed members removed from
+// it, which this controller does not do yet. Scaling the StatefulSet alone
+// would break quorum or start members that cannot join.
+func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcome, bool) {
+	sts := &appsv1.StatefulSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+		return outcome{}, false
+	}
+	have, want := ptr.Deref(sts.Spec.Replicas, 0), s.in.EtcdReplicas()
+	if have == want {
+		return outcome{}, false
+	}
+	return problem(v1alpha1.EtcdMembershipReason,
+		"etcd runs %d members and spec.etcd.replicas asks for %d: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to %d",
+		have, want, have), true
 }
 
 func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {

@@ -71,7 +71,10 @@ func assertSubset(t *testing.T, path string, want, got any) {
 // conflict: the provider's controller may write the same object meanwhile.
 func setStatus[T client.Object](t testing.TB, obj T, change func(T)) {
 	t.Helper()
-	require.NoError(t, updateStatus(testContext(t), env.Client, client.ObjectKeyFromObject(obj), obj, change))
+	require.NoError(t, updateStatus(testContext(t), env.Client, client.ObjectKeyFromObject(obj), obj, func(o T) bool {
+		change(o)
+		return true
+	}))
 }
 
 // update changes obj as a user would, again when the provider's controller

@@ -16,10 +16,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
@@ -72,7 +74,9 @@ func createControlPlane(ctx context.Context, c client.Client, ns, name string) (
 // playWorkloads rolls out whatever workloads of a control plane exist, as
 // the workload controllers would; it reports whether all four were there.
 func playWorkloads(ctx context.Context, c client.Client, hcp *v1alpha1.HostedControlPlane) bool {
-	key := func(suffix string) client.ObjectKey { return client.ObjectKey{Namespace: hcp.Namespace, Name: hcp.Name + suffix} }
+	key := func(suffix string) client.ObjectKey {
+		return client.ObjectKey{Namespace: hcp.Namespace, Name: hcp.Name + suffix}
+	}
 	all := envtest.RollOutStatefulSet(ctx, c, key("-etcd")) == nil
 	for _, d := range []string{"-apiserver", "-controller-manager", "-scheduler"} {
 		all = envtest.RollOutDeployment(ctx, c, key(d)) == nil && all
@@ -102,14 +106,25 @@ func BenchmarkReconcile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: envtest.Scheme(), Cache: controller.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The manager serves the admission webhooks and runs the cache; the
+	// Reconciler is called directly, never by a controller of the manager.
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: envtest.Scheme(), Cache: controller.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: env.WebhookPort(), CertDir: env.WebhookCertDir()}),
+	})
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = mgr.Start(mctx) }()
 	mgr.GetCache().WaitForCacheSync(mctx)
+	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
+		time.Sleep(50 * time.Millisecond)
+	}
 	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), components.DefaultSettings(),
 		mgr.GetEventRecorder("bench"), controller.ReadyzProber{Timeout: time.Second})
 

@@ -53,11 +53,11 @@ func BenchmarkControllerMemory(b *testing.B) {
 // waitAllReady plays the workload controllers until every control plane has
 // rolled out.
 func waitAllReady(ctx context.Context, b *testing.B, hcps []*v1alpha1.HostedControlPlane) {
-	deadline := time.Now().Add(15 * time.Minute)
+	deadline := time.Now().Add(25 * time.Minute)
 	pending := hcps
 	for len(pending) > 0 {
 		if time.Now().After(deadline) {
-			b.Fatalf("%d control planes not ready after 15 minutes", len(pending))
+			b.Fatalf("%d control planes not ready after 25 minutes", len(pending))
 		}
 		var mu sync.Mutex
 		var next []*v1alpha1.HostedControlPlane
@@ -76,7 +76,7 @@ func waitAllReady(ctx context.Context, b *testing.B, hcps []*v1alpha1.HostedCont
 		}
 		wg.Wait()
 		pending = next
-		time.Sleep(2 * time.Second)
+		time.Sleep(5 * time.Second)
 	}
 }
 
