@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -113,6 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // reconcileNormal runs the phases in order until one is not done, then
 // probes the API server.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	allDone := true
 	for i, p := range r.phases() {
 		out, err := p.run(ctx, s)
 		if err != nil {
@@ -126,22 +128,29 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		}
 		if !out.done {
 			r.markWaiting(s.hcp, i)
+			allDone = false
 			break
 		}
 	}
-	available := r.probe(ctx, s)
-	if available {
+	// Until the control plane first answers, nothing can answer before every
+	// phase is done; afterwards it is probed whatever rolls out.
+	if !allDone && !ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
+		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.WaitingReason,
+			"waiting for every phase to be done before the API server can answer")
+		return ctrl.Result{}, nil
+	}
+	if r.probe(ctx, s) {
 		return ctrl.Result{RequeueAfter: probeInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: retryInterval}, nil
 }
 
-// markWaiting gives conditions of phases after the i-th that were never set
-// a reason; those already set keep what they last observed.
+// markWaiting says what the phases after the i-th wait for; those that have
+// observed something already keep it.
 func (r *Reconciler) markWaiting(hcp *v1alpha1.HostedControlPlane, i int) {
 	phases := r.phases()
 	for _, later := range phases[i+1:] {
-		if conditions.Get(hcp, later.condition) == nil {
+		if c := conditions.Get(hcp, later.condition); c == nil || c.Reason == v1alpha1.WaitingReason {
 			setCondition(hcp, later.condition, metav1.ConditionFalse, v1alpha1.WaitingReason,
 				"waiting for "+phases[i].condition)
 		}

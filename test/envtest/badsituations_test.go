@@ -152,7 +152,7 @@ func TestCertManagerMissing(t *testing.T) {
 	cluster := newCluster(t, namespace(t), "nocm", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
-		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "nocm.example.com", Port: 443}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
 	})
 	c := waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionFalse, v1alpha1.CertManagerMissingReason)
 	assert.Equal(t, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying", c.Message)

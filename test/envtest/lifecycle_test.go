@@ -28,7 +28,8 @@ func readyControlPlane(t *testing.T, name, version string) (*clusterv1.Cluster, 
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Version = version
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
-		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: name + ".example.com", Port: 443}
+		// Nothing answers there: the probe fails at once, with no name to look up.
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
 	})
 	waitCondition(t, hcp, v1alpha1.KubeconfigReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	rollOutStatefulSet(t, ns, name+"-etcd")

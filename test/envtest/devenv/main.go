@@ -18,7 +18,12 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
@@ -64,6 +69,9 @@ func run() error {
 			return fmt.Errorf("apply %s: %w", sample, err)
 		}
 	}
+	if err := adoptControlPlanes(env); err != nil {
+		return err
+	}
 	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
 	fmt.Printf(`
 Local API server with the hosted control plane CRDs and webhooks is up.
@@ -99,6 +107,31 @@ func apply(env *envtest.Env, path string) error {
 			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
+}
+
+// adoptControlPlanes sets each control plane's owner reference to its
+// Cluster, as Cluster API's core controller would; it does not run here.
+func adoptControlPlanes(env *envtest.Env) error {
+	ctx := context.Background()
+	hcps := &v1alpha1.HostedControlPlaneList{}
+	if err := env.Client.List(ctx, hcps); err != nil {
+		return err
+	}
+	for i := range hcps.Items {
+		hcp := &hcps.Items[i]
+		cluster := &clusterv1.Cluster{}
+		key := client.ObjectKey{Namespace: hcp.Namespace, Name: hcp.Labels[clusterv1.ClusterNameLabel]}
+		if err := env.Client.Get(ctx, key, cluster); err != nil {
+			continue
+		}
+		hcp.OwnerReferences = append(hcp.OwnerReferences, metav1.OwnerReference{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+		})
+		if err := env.Client.Update(ctx, hcp); err != nil {
+			return fmt.Errorf("adopt %s: %w", hcp.Name, err)
+		}
+	}
+	return nil
 }
 
 func copyFile(from, to string) error {
