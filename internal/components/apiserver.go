@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -154,26 +153,7 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	pod.Containers = []corev1.Container{api, konn}
 	pod = hardenedPod(pod, spec.PriorityClassName)
 
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: in.meta(in.APIServerName(), APIServerComponent),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(in.APIServerReplicas()),
-			Selector: &metav1.LabelSelector{MatchLabels: in.Selector(APIServerComponent)},
-			// A new API server is ready before an old one goes: clients never
-			// see fewer than the desired replicas answering.
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      in.podLabels(APIServerComponent),
-					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
-				},
-				Spec: pod,
-			},
-		},
-	}
+	return in.deployment(in.APIServerName(), APIServerComponent, in.APIServerReplicas(), in.podLabels(APIServerComponent), pod)
 }
 
 // podLabels are the labels of an API server pod: those of its component and

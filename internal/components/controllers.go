@@ -3,8 +3,6 @@ package components
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,22 +93,5 @@ func (in *Input) controllerDeployment(component, name string, spec v1alpha1.Scal
 	pod.Containers = []corev1.Container{c}
 	pod = hardenedPod(pod, spec.PriorityClassName)
 
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: in.meta(name, component),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(ptr.Deref(spec.Replicas, 2)),
-			Selector: &metav1.LabelSelector{MatchLabels: in.Selector(component)},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      in.Labels(component),
-					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
-				},
-				Spec: pod,
-			},
-		},
-	}
+	return in.deployment(name, component, ptr.Deref(spec.Replicas, 2), in.Labels(component), pod)
 }

@@ -6,7 +6,9 @@ import (
 	"maps"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -108,5 +110,28 @@ func probe(path string, port int32, scheme corev1.URIScheme, failures int32) *co
 		PeriodSeconds:    10,
 		TimeoutSeconds:   5,
 		FailureThreshold: failures,
+	}
+}
+
+// deployment runs pod as component. A new pod is ready before an old one
+// goes, so a rollout never leaves fewer than the desired replicas serving.
+func (in *Input) deployment(name, component string, replicas int32, labels map[string]string, pod corev1.PodSpec) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: in.meta(name, component),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: in.Selector(component)},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
+				},
+				Spec: pod,
+			},
+		},
 	}
 }
