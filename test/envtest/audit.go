@@ -23,9 +23,9 @@ func (w Write) String() string {
 	return fmt.Sprintf("%s %s/%s by %s (%d)", w.Verb, w.Resource, w.Name, w.User, w.Code)
 }
 
-// configureAudit makes the API server log every write, so tests can count
-// what a component wrote.
-func (e *Env) configureAudit() error {
+// configureAPIServer makes the API server log every write, so tests can
+// count what a component wrote, and gives it a large service network.
+func (e *Env) configureAPIServer() error {
 	dir, err := os.MkdirTemp("", "hcp-audit-")
 	if err != nil {
 		return err
@@ -42,6 +42,9 @@ rules:
 	}
 	e.auditLog = filepath.Join(dir, "audit.log")
 	e.env.ControlPlane.GetAPIServer().Configure().
+		// Room for hundreds of control planes' Services (envtest's default
+		// range has 254 addresses).
+		Set("service-cluster-ip-range", "10.0.0.0/16").
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", e.auditLog).
 		Set("audit-log-mode", "blocking")

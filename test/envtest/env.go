@@ -102,7 +102,7 @@ func StartWith(modules ...ModuleCRDs) (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		},
 	}}
-	if err := e.configureAudit(); err != nil {
+	if err := e.configureAPIServer(); err != nil {
 		return nil, err
 	}
 	if e.Config, err = e.env.Start(); err != nil {
