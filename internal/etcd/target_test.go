@@ -41,8 +41,10 @@ func TestSliceEndpoints(t *testing.T) {
 // so the cached clients are replaced.
 func TestCredentialsKey(t *testing.T) {
 	target := func(cert, key, ca string) Target {
-		return Target{Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}, ServerName: "c-etcd.ns.svc",
-			Credentials: Credentials{Cert: []byte(cert), Key: []byte(key), CA: []byte(ca)}}
+		return Target{
+			Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}, ServerName: "c-etcd.ns.svc",
+			Credentials: Credentials{Cert: []byte(cert), Key: []byte(key), CA: []byte(ca)},
+		}
 	}
 	base := credentialsKey(target("cert", "key", "ca"))
 	assert.Equal(t, base, credentialsKey(target("cert", "key", "ca")))

@@ -85,7 +85,7 @@ func retryAfter(settings map[string]string) (int32, error) {
 	if !ok {
 		return DefaultRetryAfterSeconds, nil
 	}
-	n, err := strconv.Atoi(value)
+	n, err := strconv.ParseInt(value, 10, 32)
 	if err != nil || n < 1 || n > maxRetryAfterSeconds {
 		return 0, fmt.Errorf("ExtensionConfig setting %s %q: use a whole number of seconds from 1 to %d",
 			RetryAfterSetting, value, maxRetryAfterSeconds)

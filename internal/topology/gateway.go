@@ -53,7 +53,7 @@ func ResolveGateway(ctx context.Context, r client.Reader, name types.NamespacedN
 			continue
 		}
 		if domain, ok := strings.CutPrefix(string(*l.Hostname), "*."); ok && domain != "" {
-			return Listener{Domain: domain, Port: int32(l.Port)}, nil
+			return Listener{Domain: domain, Port: l.Port}, nil
 		}
 	}
 	return Listener{}, &GatewayError{fmt.Sprintf(

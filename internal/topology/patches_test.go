@@ -65,23 +65,44 @@ func TestGeneratePatchesSetEachVariable(t *testing.T) {
 		want   string
 	}{
 		{"no variables", map[string]any{}, `[]`},
-		{VarControlPlaneReplicas, map[string]any{VarControlPlaneReplicas: 3},
-			`[{"op":"replace","path":"/spec/template/spec/replicas","value":3}]`},
-		{VarGatewayName + " and " + VarGatewayNamespace, map[string]any{VarGatewayName: "shared", VarGatewayNamespace: "edge"},
+		{
+			VarControlPlaneReplicas,
+			map[string]any{VarControlPlaneReplicas: 3},
+			`[{"op":"replace","path":"/spec/template/spec/replicas","value":3}]`,
+		},
+		{
+			VarGatewayName + " and " + VarGatewayNamespace,
+			map[string]any{VarGatewayName: "shared", VarGatewayNamespace: "edge"},
 			`[{"op":"replace","path":"/spec/template/spec/gateway/name","value":"shared"},` +
-				`{"op":"replace","path":"/spec/template/spec/gateway/namespace","value":"edge"}]`},
-		{VarGatewayName + " alone takes the Cluster's namespace", map[string]any{VarGatewayName: "own"},
+				`{"op":"replace","path":"/spec/template/spec/gateway/namespace","value":"edge"}]`,
+		},
+		{
+			VarGatewayName + " alone takes the Cluster's namespace",
+			map[string]any{VarGatewayName: "own"},
 			`[{"op":"replace","path":"/spec/template/spec/gateway/name","value":"own"},` +
-				`{"op":"replace","path":"/spec/template/spec/gateway/namespace","value":"team-a"}]`},
-		{VarCertSANs, map[string]any{VarCertSANs: []string{"k8s.example.org", "192.0.2.10"}},
+				`{"op":"replace","path":"/spec/template/spec/gateway/namespace","value":"team-a"}]`,
+		},
+		{
+			VarCertSANs,
+			map[string]any{VarCertSANs: []string{"k8s.example.org", "192.0.2.10"}},
 			`[{"op":"replace","path":"/spec/template/spec/apiServer/certSANs/0","value":"k8s.example.org"},` +
-				`{"op":"add","path":"/spec/template/spec/apiServer/certSANs/1","value":"192.0.2.10"}]`},
-		{VarEtcdReplicas, map[string]any{VarEtcdReplicas: 5},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"replicas":5}}]`},
-		{VarEtcdVolumeSize, map[string]any{VarEtcdVolumeSize: "4Gi"},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"volumeSize":"4Gi"}}]`},
-		{VarEtcdBackup, map[string]any{VarEtcdBackup: map[string]any{"schedule": "0 3 * * *", "retentionCount": 14, "secretName": "s3", "secretNamespace": "backups"}},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"backup":{"schedule":"0 3 * * *","retentionCount":14,"secret":{"name":"s3","namespace":"backups"}}}}]`},
+				`{"op":"add","path":"/spec/template/spec/apiServer/certSANs/1","value":"192.0.2.10"}]`,
+		},
+		{
+			VarEtcdReplicas,
+			map[string]any{VarEtcdReplicas: 5},
+			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"replicas":5}}]`,
+		},
+		{
+			VarEtcdVolumeSize,
+			map[string]any{VarEtcdVolumeSize: "4Gi"},
+			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"volumeSize":"4Gi"}}]`,
+		},
+		{
+			VarEtcdBackup,
+			map[string]any{VarEtcdBackup: map[string]any{"schedule": "0 3 * * *", "retentionCount": 14, "secretName": "s3", "secretNamespace": "backups"}},
+			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"backup":{"schedule":"0 3 * * *","retentionCount":14,"secret":{"name":"s3","namespace":"backups"}}}}]`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			controlPlane, infrastructure := generate(t, h, tc.values)
@@ -123,8 +144,8 @@ func TestGeneratePatchesWithoutUsableGatewayLeaveTheEndpoint(t *testing.T) {
 	noListener := passthroughGateway(types.NamespacedName{Namespace: "capi-system", Name: "capi"})
 	noListener.Spec.Listeners = noListener.Spec.Listeners[:1]
 	for name, h := range map[string]*Handlers{
-		"missing Gateway":              handlers(t),
-		"no TLS passthrough listener":  handlers(t, noListener),
+		"missing Gateway":               handlers(t),
+		"no TLS passthrough listener":   handlers(t, noListener),
 		"wildcard-less TLS passthrough": handlers(t, withHostname(passthroughGateway(types.NamespacedName{Namespace: "capi-system", Name: "capi"}), "k8s.example.com")),
 	} {
 		t.Run(name, func(t *testing.T) {

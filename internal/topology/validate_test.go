@@ -45,25 +45,52 @@ func TestValidateTopologyRejectsImpossibleCombinations(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		{"even etcd replicas", map[string]any{VarEtcdReplicas: 4},
-			`spec.topology.variables[etcdReplicas]: Invalid value: 4: must be odd: 4 etcd members tolerate no more failures than 3, and need more of them for a quorum; use 1, 3 or 5`},
-		{"gateway namespace without a name", map[string]any{VarGatewayNamespace: "edge"},
-			`spec.topology.variables[gatewayNamespace]: Invalid value: "edge": names the namespace of a Gateway, but gatewayName is not set: set gatewayName too, or remove gatewayNamespace`},
-		{"a gateway that does not exist", map[string]any{VarGatewayName: "missing", VarGatewayNamespace: "edge"},
-			`spec.topology.variables[gatewayName]: Invalid value: "edge/missing": no Gateway edge/missing exists`},
-		{"a gateway without a wildcard TLS passthrough listener", map[string]any{VarGatewayName: "exact", VarGatewayNamespace: "edge"},
-			`spec.topology.variables[gatewayName]: Invalid value: "edge/exact": the Gateway edge/exact has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com`},
-		{"a cert SAN that is neither a DNS name nor an IP", map[string]any{VarCertSANs: []string{"api.example.com", "not a name!"}},
-			`spec.topology.variables[certSANs][1]: Invalid value: "not a name!": must be a DNS name (for example api.example.com or *.example.com) or an IP address`},
-		{"a cert SAN twice", map[string]any{VarCertSANs: []string{"api.example.com", "api.example.com"}},
-			`spec.topology.variables[certSANs][1]: Duplicate value: "api.example.com"`},
-		{"a backup schedule that is not cron", map[string]any{VarEtcdBackup: map[string]any{"schedule": "nightly", "secretName": "s3"}},
-			`spec.topology.variables[etcdBackup].schedule: Invalid value: "nightly": must be a cron schedule with five fields (for example "0 3 * * *") or a descriptor such as @daily: expected exactly 5 fields, found 1: [nightly]`},
-		{"an empty etcd volume", map[string]any{VarEtcdVolumeSize: "0"},
-			`spec.topology.variables[etcdVolumeSize]: Invalid value: "0": must be a positive size such as 2Gi`},
-		{"several problems, in a fixed order", map[string]any{VarEtcdReplicas: 2, VarCertSANs: []string{"-bad-"}},
+		{
+			"even etcd replicas",
+			map[string]any{VarEtcdReplicas: 4},
+			`spec.topology.variables[etcdReplicas]: Invalid value: 4: must be odd: 4 etcd members tolerate no more failures than 3, and need more of them for a quorum; use 1, 3 or 5`,
+		},
+		{
+			"gateway namespace without a name",
+			map[string]any{VarGatewayNamespace: "edge"},
+			`spec.topology.variables[gatewayNamespace]: Invalid value: "edge": names the namespace of a Gateway, but gatewayName is not set: set gatewayName too, or remove gatewayNamespace`,
+		},
+		{
+			"a gateway that does not exist",
+			map[string]any{VarGatewayName: "missing", VarGatewayNamespace: "edge"},
+			`spec.topology.variables[gatewayName]: Invalid value: "edge/missing": no Gateway edge/missing exists`,
+		},
+		{
+			"a gateway without a wildcard TLS passthrough listener",
+			map[string]any{VarGatewayName: "exact", VarGatewayNamespace: "edge"},
+			`spec.topology.variables[gatewayName]: Invalid value: "edge/exact": the Gateway edge/exact has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com`,
+		},
+		{
+			"a cert SAN that is neither a DNS name nor an IP",
+			map[string]any{VarCertSANs: []string{"api.example.com", "not a name!"}},
+			`spec.topology.variables[certSANs][1]: Invalid value: "not a name!": must be a DNS name (for example api.example.com or *.example.com) or an IP address`,
+		},
+		{
+			"a cert SAN twice",
+			map[string]any{VarCertSANs: []string{"api.example.com", "api.example.com"}},
+			`spec.topology.variables[certSANs][1]: Duplicate value: "api.example.com"`,
+		},
+		{
+			"a backup schedule that is not cron",
+			map[string]any{VarEtcdBackup: map[string]any{"schedule": "nightly", "secretName": "s3"}},
+			`spec.topology.variables[etcdBackup].schedule: Invalid value: "nightly": must be a cron schedule with five fields (for example "0 3 * * *") or a descriptor such as @daily: expected exactly 5 fields, found 1: [nightly]`,
+		},
+		{
+			"an empty etcd volume",
+			map[string]any{VarEtcdVolumeSize: "0"},
+			`spec.topology.variables[etcdVolumeSize]: Invalid value: "0": must be a positive size such as 2Gi`,
+		},
+		{
+			"several problems, in a fixed order",
+			map[string]any{VarEtcdReplicas: 2, VarCertSANs: []string{"-bad-"}},
 			`[spec.topology.variables[etcdReplicas]: Invalid value: 2: must be odd: 2 etcd members tolerate no more failures than 1, and need more of them for a quorum; use 1, 3 or 5, ` +
-				`spec.topology.variables[certSANs][0]: Invalid value: "-bad-": must be a DNS name (for example api.example.com or *.example.com) or an IP address]`},
+				`spec.topology.variables[certSANs][0]: Invalid value: "-bad-": must be a DNS name (for example api.example.com or *.example.com) or an IP address]`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, msg := validate(t, h, patched(t, h, tc.values), tc.values)

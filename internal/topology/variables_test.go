@@ -94,11 +94,11 @@ func TestParseValues(t *testing.T) {
 	}, v)
 
 	for want, vars := range map[string]map[string]apiextensionsv1.JSON{
-		`variable controlPlaneReplicas: cannot read "2"`:                {VarControlPlaneReplicas: raw(`"2"`)},
-		`variable certSANs: cannot read "api.example.com"`:              {VarCertSANs: raw(`"api.example.com"`)},
-		`variable etcdVolumeSize: "lots" is not a size such as 2Gi`:     {VarEtcdVolumeSize: raw(`"lots"`)},
-		`variable etcdBackup: cannot read ["@daily"]`:                   {VarEtcdBackup: raw(`["@daily"]`)},
-		`variable gatewayName: cannot read {"name":"capi"}`:             {VarGatewayName: raw(`{"name":"capi"}`)},
+		`variable controlPlaneReplicas: cannot read "2"`:            {VarControlPlaneReplicas: raw(`"2"`)},
+		`variable certSANs: cannot read "api.example.com"`:          {VarCertSANs: raw(`"api.example.com"`)},
+		`variable etcdVolumeSize: "lots" is not a size such as 2Gi`: {VarEtcdVolumeSize: raw(`"lots"`)},
+		`variable etcdBackup: cannot read ["@daily"]`:               {VarEtcdBackup: raw(`["@daily"]`)},
+		`variable gatewayName: cannot read {"name":"capi"}`:         {VarGatewayName: raw(`{"name":"capi"}`)},
 	} {
 		_, err := ParseValues(vars)
 		assert.ErrorContains(t, err, want)
