@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -23,10 +22,6 @@ const (
 	keyKey  = corev1.TLSPrivateKeyKey
 	caKey   = "ca.crt"
 )
-
-// ErrNotReady marks what the controller has not provided yet: the client
-// certificate Secret or ready etcd endpoints. Waiting is the remedy.
-var ErrNotReady = errors.New("not ready")
 
 // TargetFor finds the etcd of a Cluster in the management cluster: the
 // members' addresses from the EndpointSlices of its client Service (port
@@ -56,13 +51,13 @@ func credentials(ctx context.Context, r client.Reader, name types.NamespacedName
 	secret := &corev1.Secret{}
 	if err := r.Get(ctx, name, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Credentials{}, fmt.Errorf("client certificate Secret %s does not exist: %w", name, ErrNotReady)
+			return Credentials{}, fmt.Errorf("client certificate Secret %s does not exist", name)
 		}
 		return Credentials{}, fmt.Errorf("read client certificate Secret %s: %w", name, err)
 	}
 	for _, key := range []string{certKey, keyKey, caKey} {
 		if len(secret.Data[key]) == 0 {
-			return Credentials{}, fmt.Errorf("client certificate Secret %s has no %s: %w", name, key, ErrNotReady)
+			return Credentials{}, fmt.Errorf("client certificate Secret %s has no %s", name, key)
 		}
 	}
 	return Credentials{Cert: secret.Data[certKey], Key: secret.Data[keyKey], CA: secret.Data[caKey]}, nil
@@ -82,8 +77,8 @@ func readyEndpoints(ctx context.Context, r client.Reader, service types.Namespac
 		endpoints = append(endpoints, sliceEndpoints(&list.Items[i])...)
 	}
 	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("no ready endpoint with port %q in the EndpointSlices of Service %s: %w",
-			components.EtcdClientPortName, service, ErrNotReady)
+		return nil, fmt.Errorf("no ready endpoint with port %q in the EndpointSlices of Service %s",
+			components.EtcdClientPortName, service)
 	}
 	return sortedUnique(endpoints), nil
 }
