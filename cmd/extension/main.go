@@ -109,9 +109,9 @@ func newManager(restConfig *rest.Config, cfg settings.Extension) (ctrl.Manager, 
 	return mgr, nil
 }
 
-// newServer is the Runtime SDK server with every hook: the topology hooks
-// read Gateways from the manager's cache, the lifecycle hooks read Secrets
-// and EndpointSlices straight from the API server.
+// newServer is the Runtime SDK server with every hook: the topology hooks,
+// called on every topology reconcile, read Gateways from the manager's
+// cache; the lifecycle hooks read straight from the API server.
 func newServer(cfg settings.Extension, mgr ctrl.Manager, checker *etcd.Checker) (*server.Server, error) {
 	catalog := runtimecatalog.New()
 	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
@@ -121,7 +121,7 @@ func newServer(cfg settings.Extension, mgr ctrl.Manager, checker *etcd.Checker) 
 	if err != nil {
 		return nil, fmt.Errorf("extension server: %w", err)
 	}
-	lifecycle := &hooks.Handlers{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Etcd: checker}
+	lifecycle := &hooks.Handlers{Reader: mgr.GetAPIReader(), Etcd: checker}
 	for _, h := range append(topology.NewHandlers(mgr.GetClient()).ExtensionHandlers(), lifecycle.ExtensionHandlers()...) {
 		if err := srv.AddExtensionHandler(h); err != nil {
 			return nil, fmt.Errorf("register hook %s: %w", h.Name, err)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -190,20 +192,40 @@ func (cc *clusterClients) sync(endpoints []string, timeout time.Duration) error 
 		if cc.byEndpoint[ep] != nil {
 			continue
 		}
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints:            []string{"https://" + ep},
-			TLS:                  cc.tls.Clone(),
-			DialTimeout:          timeout,
-			DialKeepAliveTime:    30 * time.Second,
-			DialKeepAliveTimeout: timeout,
-			Logger:               zap.NewNop(),
-		})
+		cli, err := newClient(ep, cc.tls, timeout)
 		if err != nil {
-			return fmt.Errorf("etcd client for %s: %w", ep, err)
+			return err
 		}
 		cc.byEndpoint[ep] = cli
 	}
 	return nil
+}
+
+// newClient is a client of the member at address. The client knows the
+// member by the serving certificate's name, which gRPC then verifies (it
+// takes the TLS server name from the endpoint, not from the TLS config),
+// and a dialer takes it to the address.
+func newClient(address string, tlsConfig *tls.Config, timeout time.Duration) (*clientv3.Client, error) {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("etcd endpoint %q: %w", address, err)
+	}
+	dialer := &net.Dialer{Timeout: timeout}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            []string{"https://" + net.JoinHostPort(tlsConfig.ServerName, port)},
+		TLS:                  tlsConfig.Clone(),
+		DialTimeout:          timeout,
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: timeout,
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", address)
+		})},
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", address, err)
+	}
+	return cli, nil
 }
 
 func (cc *clusterClients) close() {

@@ -38,11 +38,11 @@ const (
 
 // Handlers serve the lifecycle hooks.
 type Handlers struct {
-	// Client reads HostedControlPlanes; the manager's cached client suits it.
-	Client client.Reader
-	// APIReader reads etcd's client certificate Secret and EndpointSlices
-	// straight from the API server, so that the extension caches no Secrets.
-	APIReader client.Reader
+	// Reader reads HostedControlPlanes, etcd's client certificate Secrets
+	// and EndpointSlices. It should read straight from the API server: a
+	// gate decides on what is true now, it is asked rarely, and a cache
+	// would hold every Secret of the management cluster.
+	Reader client.Reader
 	// Etcd checks etcd and keeps its clients.
 	Etcd *etcd.Checker
 }
@@ -117,7 +117,7 @@ func (h *Handlers) Problems(ctx context.Context, cluster *clusterv1.Cluster) []s
 
 func (h *Handlers) availability(ctx context.Context, name types.NamespacedName) string {
 	hcp := &v1alpha1.HostedControlPlane{}
-	if err := h.Client.Get(ctx, name, hcp); err != nil {
+	if err := h.Reader.Get(ctx, name, hcp); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Sprintf("HostedControlPlane %s does not exist", name)
 		}
@@ -136,7 +136,7 @@ func (h *Handlers) availability(ctx context.Context, name types.NamespacedName) 
 }
 
 func (h *Handlers) etcdHealth(ctx context.Context, cluster types.NamespacedName) string {
-	target, err := etcd.TargetFor(ctx, h.APIReader, cluster)
+	target, err := etcd.TargetFor(ctx, h.Reader, cluster)
 	if err != nil {
 		return "etcd: " + err.Error()
 	}
