@@ -69,9 +69,12 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 		return
 	}
 	topologymutation.WalkTemplates(ctx, h.decoder, req, resp,
-		func(_ context.Context, obj runtime.Object, _ map[string]apiextensionsv1.JSON, holder runtimehooksv1.HolderReference) error {
+		func(_ context.Context, obj runtime.Object, vars map[string]apiextensionsv1.JSON, holder runtimehooksv1.HolderReference) error {
 			switch t := obj.(type) {
 			case *v1alpha1.HostedControlPlaneTemplate:
+				if err := replicasTakeEffect(t, in.values, vars); err != nil {
+					return err
+				}
 				in.values.Apply(&t.Spec.Template.Spec.ControlPlaneSettings, in.cluster.Namespace)
 			case *unstructured.Unstructured:
 				if endpoint == nil || holder.Kind != "Cluster" || holder.FieldPath != infrastructureHolder {
@@ -83,6 +86,29 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 			}
 			return nil
 		})
+}
+
+// replicasTakeEffect refuses the controlPlaneReplicas variable where Cluster
+// API would silently ignore it: it keeps a control plane's replicas from the
+// Cluster's topology, or else from the unpatched template, when either sets
+// them.
+func replicasTakeEffect(t *v1alpha1.HostedControlPlaneTemplate, v Values, vars map[string]apiextensionsv1.JSON) error {
+	if v.ControlPlaneReplicas == nil {
+		return nil
+	}
+	_, err := topologymutation.GetVariable(vars, "builtin.controlPlane.replicas")
+	switch {
+	case err == nil:
+		return fmt.Errorf("variable %s cannot take effect: Cluster API keeps the control plane's replicas from "+
+			"Cluster.spec.topology.controlPlane.replicas, which is set; set only one of them", VarControlPlaneReplicas)
+	case !topologymutation.IsNotFoundError(err):
+		return fmt.Errorf("variable builtin.controlPlane.replicas: %w", err)
+	case t.Spec.Template.Spec.Replicas != nil:
+		return fmt.Errorf("variable %s cannot take effect: Cluster API keeps the control plane's replicas from "+
+			"HostedControlPlaneTemplate %s/%s, which sets spec.template.spec.replicas; remove them from the template",
+			VarControlPlaneReplicas, t.Namespace, t.Name)
+	}
+	return nil
 }
 
 // request is what a topology hook reads from its request.

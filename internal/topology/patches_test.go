@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -68,7 +69,7 @@ func TestGeneratePatchesSetEachVariable(t *testing.T) {
 		{
 			VarControlPlaneReplicas,
 			map[string]any{VarControlPlaneReplicas: 3},
-			`[{"op":"replace","path":"/spec/template/spec/replicas","value":3}]`,
+			`[{"op":"add","path":"/spec/template/spec/replicas","value":3}]`,
 		},
 		{
 			VarGatewayName + " and " + VarGatewayNamespace,
@@ -150,7 +151,7 @@ func TestGeneratePatchesWithoutUsableGatewayLeaveTheEndpoint(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			controlPlane, infrastructure := generate(t, h, map[string]any{VarControlPlaneReplicas: 4})
-			assert.JSONEq(t, `[{"op":"replace","path":"/spec/template/spec/replicas","value":4}]`, controlPlane)
+			assert.JSONEq(t, `[{"op":"add","path":"/spec/template/spec/replicas","value":4}]`, controlPlane)
 			assert.JSONEq(t, `[]`, infrastructure)
 		})
 	}
@@ -174,4 +175,39 @@ func TestGeneratePatchesNameTheBadVariable(t *testing.T) {
 	handlers(t).GeneratePatches(context.Background(), req, resp)
 	assert.Equal(t, runtimehooksv1.ResponseStatusFailure, resp.Status)
 	assert.Contains(t, resp.Message, `variable etcdReplicas: cannot read "three"`)
+}
+
+// controlPlaneReplicas is refused where Cluster API would ignore it: it
+// keeps the control plane's replicas from the topology or the template.
+func TestGeneratePatchesRefuseReplicasClusterAPIWouldIgnore(t *testing.T) {
+	withReplicas := applyPatch(t, sampleTemplate(t), `[{"op":"add","path":"/spec/template/spec/replicas","value":2}]`)
+	topologyReplicas, err := json.Marshal(map[string]any{"controlPlane": map[string]any{"replicas": 3}})
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		template []byte
+		itemVars []runtimehooksv1.Variable
+		want     string
+	}{
+		"the template sets replicas": {withReplicas, nil, "variable controlPlaneReplicas cannot take effect: Cluster API keeps the control plane's replicas " +
+			"from HostedControlPlaneTemplate default/hosted, which sets spec.template.spec.replicas; remove them from the template"},
+		"the topology sets replicas": {
+			sampleTemplate(t),
+			[]runtimehooksv1.Variable{{Name: "builtin", Value: apiextensionsv1.JSON{Raw: topologyReplicas}}},
+			"variable controlPlaneReplicas cannot take effect: Cluster API keeps the control plane's replicas " +
+				"from Cluster.spec.topology.controlPlane.replicas, which is set; set only one of them",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := &runtimehooksv1.GeneratePatchesRequest{
+				Variables: variables(t, map[string]any{VarControlPlaneReplicas: 4}),
+				Items: []runtimehooksv1.GeneratePatchesRequestItem{{
+					UID: "cp", HolderReference: holder("spec.controlPlaneRef"), Object: runtime.RawExtension{Raw: tc.template}, Variables: tc.itemVars,
+				}},
+			}
+			resp := &runtimehooksv1.GeneratePatchesResponse{}
+			handlers(t).GeneratePatches(context.Background(), req, resp)
+			assert.Equal(t, runtimehooksv1.ResponseStatusFailure, resp.Status)
+			assert.Equal(t, tc.want, resp.Message)
+		})
+	}
 }

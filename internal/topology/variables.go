@@ -35,12 +35,13 @@ const (
 func Variables() []clusterv1.ClusterClassVariable {
 	return []clusterv1.ClusterClassVariable{
 		variable(VarControlPlaneReplicas, clusterv1.JSONSchemaProps{
-			Type:        "integer",
-			Description: "Number of kube-apiserver pods of the hosted control plane (spec.replicas).",
-			Minimum:     ptr.To[int64](1),
-			Maximum:     ptr.To[int64](64),
-			Default:     rawJSON(2),
-			Example:     rawJSON(3),
+			Type: "integer",
+			Description: "Number of kube-apiserver pods of the hosted control plane (spec.replicas); 2 when unset. " +
+				"Cluster API keeps the control plane's replicas from Cluster.spec.topology.controlPlane.replicas or from the template " +
+				"when either sets them, so this variable is refused together with either.",
+			Minimum: ptr.To[int64](1),
+			Maximum: ptr.To[int64](64),
+			Example: rawJSON(3),
 		}),
 		variable(VarGatewayName, clusterv1.JSONSchemaProps{
 			Type: "string",

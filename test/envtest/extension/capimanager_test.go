@@ -18,9 +18,11 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
-// extensionConfigName is the ExtensionConfig the tests register; handlers
-// are known to Cluster API as <handler>.<extensionConfigName>.
-const extensionConfigName = "hosted-control-plane"
+// extensionConfigName is the ExtensionConfig the tests register, named as
+// config/extension names it; handlers are known to Cluster API as
+// <handler>.<extensionConfigName>, as config/samples/clusterclass.yaml uses
+// them.
+const extensionConfigName = "hcp-extension"
 
 // retryAfterSeconds is what the tests' ExtensionConfig sets, so that a held
 // upgrade is asked about again soon.

@@ -128,7 +128,7 @@ func TestGeneratePatchesOnStoredTemplates(t *testing.T) {
 		{"op":"add","path":"/spec/template/spec/etcd/volumeSize","value":"4Gi"},
 		{"op":"replace","path":"/spec/template/spec/gateway/name","value":"edge"},
 		{"op":"replace","path":"/spec/template/spec/gateway/namespace","value":"`+gwNS+`"},
-		{"op":"replace","path":"/spec/template/spec/replicas","value":3}]`, sortOps(t, patches["cp"]))
+		{"op":"add","path":"/spec/template/spec/replicas","value":3}]`, sortOps(t, patches["cp"]))
 	assert.JSONEq(t, fmt.Sprintf(`[
 		{"op":"add","path":"/spec/template/spec/controlPlaneEndpoint/host","value":"demo.%s.k8s.example.com"},
 		{"op":"add","path":"/spec/template/spec/controlPlaneEndpoint/port","value":443}]`, ns), sortOps(t, patches["infra"]))
