@@ -118,7 +118,7 @@ func TestUpgradeGatesFollowControlPlaneHealth(t *testing.T) {
 }
 
 // createHostedControlPlane creates a HostedControlPlane as a user writes it.
-func createHostedControlPlane(t *testing.T, ns, name string) *v1alpha1.HostedControlPlane {
+func createHostedControlPlane(t testing.TB, ns, name string) *v1alpha1.HostedControlPlane {
 	t.Helper()
 	hcp := &v1alpha1.HostedControlPlane{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -130,7 +130,7 @@ func createHostedControlPlane(t *testing.T, ns, name string) *v1alpha1.HostedCon
 
 // setAvailable sets the Available condition of a HostedControlPlane. No
 // controller reconciles HostedControlPlanes yet, so the tests play its part.
-func setAvailable(t *testing.T, hcp *v1alpha1.HostedControlPlane, status metav1.ConditionStatus, reason, message string) {
+func setAvailable(t testing.TB, hcp *v1alpha1.HostedControlPlane, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
 	require.NoError(t, k8s.Get(testContext(t), types.NamespacedName{Namespace: hcp.Namespace, Name: hcp.Name}, hcp))
 	meta.SetStatusCondition(&hcp.Status.Conditions, metav1.Condition{
