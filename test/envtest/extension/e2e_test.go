@@ -75,7 +75,7 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 	ctx := testContext(t)
 	ns, gwNS := namespace(t), namespace(t)
 	assertHandlersDiscovered(t)
-	createGateway(t, gwNS, "edge")
+	createGateway(t, gwNS)
 	stored(t, ns, sampleTemplateManifest(t))
 	stored(t, ns, testClusterTemplate)
 	sampleClusterClass(t, ns)
