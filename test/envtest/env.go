@@ -34,6 +34,8 @@ type Env struct {
 	Kubeconfig string
 	// Root is the repository's top directory.
 	Root string
+	// dir holds the kubeconfig.
+	dir string
 }
 
 // Scheme knows the kinds the tests create: core Kubernetes, this provider,
@@ -101,7 +103,13 @@ func (e *Env) writeKubeconfig() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("admin kubeconfig: %w", err)
 	}
-	path := filepath.Join(e.env.WebhookInstallOptions.LocalServingCertDir, "..", "admin.kubeconfig")
+	// A directory of its own: test packages run in parallel, each with its
+	// own API server, and a shared file would point one's binaries at the
+	// other's server.
+	if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
+		return "", err
+	}
+	path := filepath.Join(e.dir, "admin.kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
 }
 
@@ -113,7 +121,13 @@ func (e *Env) WebhookCertDir() string { return e.env.WebhookInstallOptions.Local
 func (e *Env) WebhookPort() int { return e.env.WebhookInstallOptions.LocalServingPort }
 
 // Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	if e.dir != "" {
+		err = errors.Join(err, os.RemoveAll(e.dir))
+	}
+	return err
+}
 
 // RepoRoot is the repository's top directory.
 func RepoRoot() (string, error) {
