@@ -22,7 +22,7 @@ import (
 // with every variable set and the endpoint taken from a real Gateway.
 func BenchmarkGeneratePatches(b *testing.B) {
 	ns, gwNS := namespace(b), namespace(b)
-	createGateway(b, gwNS)
+	createGateway(b, gwNS, "edge")
 	req, _ := generatePatchesRequest(b, ns, map[string]any{
 		topology.VarControlPlaneReplicas: 3, topology.VarGatewayName: "edge", topology.VarGatewayNamespace: gwNS,
 		topology.VarCertSANs: []string{"api.example.com", "192.0.2.10"}, topology.VarEtcdReplicas: 5, topology.VarEtcdVolumeSize: "8Gi",

@@ -26,21 +26,38 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/topology"
 )
 
-// sampleClusterClass is config/samples/clusterclass.yaml with its
-// infrastructure template swapped for the test's: no infrastructure
-// provider runs here.
-func sampleClusterClass(t *testing.T, ns string) {
+// sample reads the objects of config/samples/clusterclass.yaml into ns: the
+// ClusterClass, with its infrastructure template swapped for the test's (no
+// infrastructure provider runs here), and the Cluster.
+func sample(t *testing.T, ns string) (clusterClass, cluster *unstructured.Unstructured) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(env.Root, "config", "samples", "clusterclass.yaml"))
 	require.NoError(t, err)
-	cc := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(strings.Split(string(data), "\n---\n")[0]), &cc.Object))
-	require.Equal(t, "ClusterClass", cc.GetKind())
-	require.NoError(t, unstructured.SetNestedStringMap(cc.Object, map[string]string{
+	docs := strings.Split(string(data), "\n---\n")
+	require.Len(t, docs, 2)
+	clusterClass, cluster = &unstructured.Unstructured{}, &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &clusterClass.Object))
+	require.NoError(t, yaml.Unmarshal([]byte(docs[1]), &cluster.Object))
+	require.Equal(t, []string{"ClusterClass", "Cluster"}, []string{clusterClass.GetKind(), cluster.GetKind()})
+	require.NoError(t, unstructured.SetNestedStringMap(clusterClass.Object, map[string]string{
 		"apiVersion": "infrastructure.hostedcp.test/v1alpha1", "kind": "TestClusterTemplate", "name": "test",
 	}, "spec", "infrastructure", "templateRef"))
-	cc.SetNamespace(ns)
-	require.NoError(t, k8s.Create(testContext(t), cc))
+	clusterClass.SetNamespace(ns)
+	cluster.SetNamespace(ns)
+	return clusterClass, cluster
+}
+
+// setVariable changes the value of a variable of a Cluster's topology.
+func setVariable(t *testing.T, cluster *unstructured.Unstructured, name string, value any) {
+	t.Helper()
+	vars, _, err := unstructured.NestedSlice(cluster.Object, "spec", "topology", "variables")
+	require.NoError(t, err)
+	for _, v := range vars {
+		if v := v.(map[string]any); v["name"] == name {
+			v["value"] = value
+		}
+	}
+	require.NoError(t, unstructured.SetNestedSlice(cluster.Object, vars, "spec", "topology", "variables"))
 }
 
 // eventually polls check until it returns nil, and fails the test with its
@@ -75,31 +92,21 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 	ctx := testContext(t)
 	ns, gwNS := namespace(t), namespace(t)
 	assertHandlersDiscovered(t)
-	createGateway(t, gwNS)
+	createGateway(t, gwNS, "capi")
 	stored(t, ns, sampleTemplateManifest(t))
 	stored(t, ns, testClusterTemplate)
-	sampleClusterClass(t, ns)
+	clusterClass, cluster := sample(t, ns)
+	require.NoError(t, k8s.Create(ctx, clusterClass))
 
 	eventually(t, time.Minute, "the ClusterClass lists the extension's variables", func() error {
 		return classVariables(t, ns)
 	})
 
-	cluster := stored(t, ns, fmt.Sprintf(`
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: demo}
-spec:
-  topology:
-    classRef: {name: hosted}
-    version: v1.35.2
-    variables:
-    - {name: controlPlaneReplicas, value: 3}
-    - {name: gatewayName, value: edge}
-    - {name: gatewayNamespace, value: %s}
-    - {name: certSANs, value: [api.example.com, 192.0.2.10]}
-    - {name: etcdVolumeSize, value: 4Gi}
-    - {name: etcdBackup, value: {schedule: "0 3 * * *", secretName: etcd-backup}}
-`, gwNS))
+	// The sample Cluster, starting a minor version lower and with the
+	// Gateway in the test's namespace.
+	require.NoError(t, unstructured.SetNestedField(cluster.Object, "v1.35.2", "spec", "topology", "version"))
+	setVariable(t, cluster, topology.VarGatewayNamespace, gwNS)
+	require.NoError(t, k8s.Create(ctx, cluster))
 	key := types.NamespacedName{Namespace: ns, Name: cluster.GetName()}
 
 	hcp := &v1alpha1.HostedControlPlane{}
@@ -107,9 +114,11 @@ spec:
 		return getControlPlane(ctx, key, hcp)
 	})
 	assertPatchedControlPlane(t, hcp, gwNS)
-	assertInfrastructureEndpoint(t, key, fmt.Sprintf("demo.%s.k8s.example.com", ns))
+	assertInfrastructureEndpoint(t, key, fmt.Sprintf("hosted-demo.%s.k8s.example.com", ns))
 
-	etcd := startEtcd(t, "demo", ns, 3)
+	// Three members are enough to hold and release an upgrade; the gate
+	// checks the members etcd has, whatever the spec asks for.
+	etcd := startEtcd(t, cluster.GetName(), ns, 3)
 	etcd.publish()
 	markRunning(t, hcp, "v1.35.2")
 	eventually(t, time.Minute, "AfterControlPlaneInitialized reaches the extension", func() error {
@@ -172,7 +181,8 @@ func TestClusterClassTopologyRejectsImpossibleVariables(t *testing.T) {
 	ns := namespace(t)
 	stored(t, ns, sampleTemplateManifest(t))
 	stored(t, ns, testClusterTemplate)
-	sampleClusterClass(t, ns)
+	clusterClass, _ := sample(t, ns)
+	require.NoError(t, k8s.Create(ctx, clusterClass))
 	eventually(t, time.Minute, "the ClusterClass lists the extension's variables", func() error { return classVariables(t, ns) })
 	cluster := stored(t, ns, `
 apiVersion: cluster.x-k8s.io/v1beta2
@@ -249,15 +259,17 @@ func getControlPlane(ctx context.Context, cluster types.NamespacedName, hcp *v1a
 	return k8s.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: c.Spec.ControlPlaneRef.Name}, hcp)
 }
 
+// assertPatchedControlPlane checks that every variable of the sample
+// Cluster reached the HostedControlPlane.
 func assertPatchedControlPlane(t *testing.T, hcp *v1alpha1.HostedControlPlane, gwNS string) {
 	t.Helper()
 	s := hcp.Spec
 	assert.Equal(t, "v1.35.2", s.Version)
 	assert.Equal(t, int32(3), ptr.Deref(s.Replicas, 0), "controlPlaneReplicas")
-	assert.Equal(t, &v1alpha1.GatewayReference{Name: "edge", Namespace: gwNS}, s.Gateway, "gatewayName, gatewayNamespace")
-	assert.Equal(t, []string{"api.example.com", "192.0.2.10"}, s.APIServer.CertSANs, "certSANs")
-	assert.Equal(t, int32(3), ptr.Deref(s.Etcd.Replicas, 0), "etcdReplicas, by its default")
-	assert.Equal(t, "4Gi", s.Etcd.VolumeSize.String(), "etcdVolumeSize")
+	assert.Equal(t, &v1alpha1.GatewayReference{Name: "capi", Namespace: gwNS}, s.Gateway, "gatewayName, gatewayNamespace")
+	assert.Equal(t, []string{"api.example.com"}, s.APIServer.CertSANs, "certSANs")
+	assert.Equal(t, int32(5), ptr.Deref(s.Etcd.Replicas, 0), "etcdReplicas")
+	assert.Equal(t, "8Gi", s.Etcd.VolumeSize.String(), "etcdVolumeSize")
 	require.NotNil(t, s.Etcd.Backup, "etcdBackup")
 	assert.Equal(t, "0 3 * * *", s.Etcd.Backup.Schedule)
 	assert.Equal(t, int32(7), ptr.Deref(s.Etcd.Backup.RetentionCount, 0), "retentionCount, by its default")

@@ -24,14 +24,14 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/topology"
 )
 
-// createGateway creates the Gateway edge with a TLS passthrough listener on
+// createGateway creates a Gateway with a TLS passthrough listener on
 // *.k8s.example.com:443, and an HTTPS listener before it.
-func createGateway(t testing.TB, ns string) {
+func createGateway(t testing.TB, ns, name string) {
 	t.Helper()
 	mode := gatewayv1.TLSModePassthrough
 	hostname := gatewayv1.Hostname("*.k8s.example.com")
 	require.NoError(t, k8s.Create(testContext(t), &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "example", Listeners: []gatewayv1.Listener{
 			{Name: "web", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType},
 			{Name: "api", Port: 443, Protocol: gatewayv1.TLSProtocolType, Hostname: &hostname, TLS: &gatewayv1.ListenerTLSConfig{Mode: &mode}},
@@ -111,7 +111,7 @@ func generatePatchesRequest(t testing.TB, ns string, values map[string]any) (*ru
 // HostedControlPlane that admission accepts.
 func TestGeneratePatchesOnStoredTemplates(t *testing.T) {
 	ns, gwNS := namespace(t), namespace(t)
-	createGateway(t, gwNS)
+	createGateway(t, gwNS, "edge")
 	req, cp := generatePatchesRequest(t, ns, map[string]any{
 		topology.VarGatewayName: "edge", topology.VarGatewayNamespace: gwNS, topology.VarControlPlaneReplicas: 3,
 		topology.VarEtcdReplicas: 5, topology.VarEtcdVolumeSize: "4Gi",
@@ -172,7 +172,7 @@ func patchedSpec(t testing.TB, template *unstructured.Unstructured, patch []byte
 // variable.
 func TestValidateTopologyReadsGateways(t *testing.T) {
 	ns, gwNS := namespace(t), namespace(t)
-	createGateway(t, gwNS)
+	createGateway(t, gwNS, "edge")
 	https := &gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "web"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "example", Listeners: []gatewayv1.Listener{
