@@ -107,8 +107,8 @@ func statusProblems(s Status, name string, quotaRatio float64) []string {
 		quota = defaultQuotaBytes
 	}
 	if float64(s.DBSize) >= quotaRatio*float64(quota) {
-		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota (limit %d%%)",
-			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), int(quotaRatio*100)))
+		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota (limit %.4g%%)",
+			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), quotaRatio*100))
 	}
 	return problems
 }
