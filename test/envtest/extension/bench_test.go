@@ -49,7 +49,7 @@ func BenchmarkEtcdGate(b *testing.B) {
 	ns := namespace(b)
 	hcp := createHostedControlPlane(b, ns, "demo")
 	setAvailable(b, hcp, metav1.ConditionTrue, "Available", "")
-	startEtcd(b, "demo", ns, 3).publish()
+	startEtcd(b, "demo", ns).publish()
 	req := &runtimehooksv1.BeforeClusterUpgradeRequest{
 		CommonRequest: runtimehooksv1.CommonRequest{Settings: map[string]string{hooks.RetryAfterSetting: "7"}},
 		Cluster: clusterv1.Cluster{

@@ -16,7 +16,7 @@ import (
 // and judges the database size against the quota.
 func TestCheckerAgainstRealEtcd(t *testing.T) {
 	ns := namespace(t)
-	cluster := startEtcd(t, "demo", ns, 3)
+	cluster := startEtcd(t, "demo", ns)
 	cluster.publish()
 	target, err := etcd.TargetFor(testContext(t), k8s, types.NamespacedName{Namespace: ns, Name: "demo"})
 	require.NoError(t, err)

@@ -118,7 +118,7 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 
 	// Three members are enough to hold and release an upgrade; the gate
 	// checks the members etcd has, whatever the spec asks for.
-	etcd := startEtcd(t, cluster.GetName(), ns, 3)
+	etcd := startEtcd(t, cluster.GetName(), ns)
 	etcd.publish()
 	markRunning(t, hcp, "v1.35.2")
 	eventually(t, time.Minute, "AfterControlPlaneInitialized reaches the extension", func() error {

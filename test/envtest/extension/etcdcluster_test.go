@@ -48,7 +48,11 @@ type etcdCluster struct {
 	members               []*envtest.Process
 }
 
-func startEtcd(t testing.TB, cluster, namespace string, members int) *etcdCluster {
+// etcdMembers is the size of every test etcd cluster: the smallest that
+// keeps a quorum with a member down.
+const etcdMembers = 3
+
+func startEtcd(t testing.TB, cluster, namespace string) *etcdCluster {
 	t.Helper()
 	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir()}
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} // etcd's gateway dials itself with it
@@ -57,10 +61,10 @@ func startEtcd(t testing.TB, cluster, namespace string, members int) *etcdCluste
 	for name, data := range map[string][]byte{"ca.crt": c.ca.PEM, "server.crt": c.serverCert, "server.key": c.serverKey} {
 		require.NoError(t, os.WriteFile(filepath.Join(c.dir, name), data, 0o600))
 	}
-	c.ips, c.clientPort = freeLoopbackAddresses(t, members)
+	c.ips, c.clientPort = freeLoopbackAddresses(t, etcdMembers)
 	c.peerPort = c.clientPort + 1
-	c.members = make([]*envtest.Process, members)
-	for i := range members {
+	c.members = make([]*envtest.Process, etcdMembers)
+	for i := range etcdMembers {
 		c.start(i)
 	}
 	t.Cleanup(func() {

@@ -82,7 +82,7 @@ func TestUpgradeGatesFollowControlPlaneHealth(t *testing.T) {
 	g.holds(fmt.Sprintf("HostedControlPlane %s/demo reports no Available condition yet; "+
 		"etcd: client certificate Secret %s/demo-etcd-healthcheck-client does not exist", ns, ns))
 
-	etcd := startEtcd(t, "demo", ns, 3)
+	etcd := startEtcd(t, "demo", ns)
 	etcd.publish()
 	setAvailable(t, hcp, metav1.ConditionFalse, "APIServerNotReady", "0 of 2 API servers answer")
 	g.holds(fmt.Sprintf("HostedControlPlane %s/demo is not Available (APIServerNotReady: 0 of 2 API servers answer)", ns))
