@@ -31,7 +31,8 @@ const (
 
 // Variables are the ClusterClass variables the extension publishes through
 // DiscoverVariables, in a stable order. Each overrides the matching field
-// of the ClusterClass's HostedControlPlaneTemplate when set.
+// of the ClusterClass's HostedControlPlaneTemplate when set; none has a
+// default, so that an unset variable leaves the template's value.
 func Variables() []clusterv1.ClusterClassVariable {
 	return []clusterv1.ClusterClassVariable{
 		variable(VarControlPlaneReplicas, clusterv1.JSONSchemaProps{
@@ -76,11 +77,10 @@ func Variables() []clusterv1.ClusterClassVariable {
 		}),
 		variable(VarEtcdReplicas, clusterv1.JSONSchemaProps{
 			Type: "integer",
-			Description: "Number of etcd members (spec.etcd.replicas): 1, 3 or 5. " +
+			Description: "Number of etcd members (spec.etcd.replicas): 1, 3 or 5; the template's (3 unless it says) when unset. " +
 				"An even number tolerates no more failures than the odd number below it.",
 			Minimum: ptr.To[int64](1),
 			Maximum: ptr.To[int64](5),
-			Default: rawJSON(3),
 			Example: rawJSON(3),
 		}),
 		variable(VarEtcdVolumeSize, clusterv1.JSONSchemaProps{
