@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -16,8 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
@@ -53,7 +57,9 @@ func main() {
 
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install,
+	} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -89,9 +95,22 @@ func run(ctx context.Context, cfg settings.Controller) error {
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir}),
 		Controller:                    config.Controller{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles},
+		Cache:                         controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	rendering := components.DefaultSettings()
+	rendering.ControllerNamespace = cfg.Namespace
+	reconciler := &controller.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Settings:  rendering,
+		Recorder:  mgr.GetEventRecorder("hosted-control-plane-controller"),
+		Prober:    controller.ReadyzProber{Timeout: 5 * time.Second},
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}
 	ready := healthz.Ping
 	if cfg.EnableWebhooks {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blang/semver/v4"
 	"github.com/robfig/cron/v3"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,15 +19,6 @@ import (
 // minCADuration is the shortest lifetime accepted for a certificate
 // authority: anything shorter leaves no room to rotate the leaves it signs.
 const minCADuration = 24 * time.Hour
-
-// ParseVersion parses a Kubernetes version such as v1.36.3 as a semantic
-// version; the leading "v" is required.
-func ParseVersion(version string) (semver.Version, error) {
-	if !strings.HasPrefix(version, "v") {
-		return semver.Version{}, fmt.Errorf("%q does not start with v", version)
-	}
-	return semver.Parse(strings.TrimPrefix(version, "v"))
-}
 
 // ValidateSettings checks the part of a control plane spec that a
 // HostedControlPlane and a HostedControlPlaneTemplate share. It checks what
@@ -153,7 +143,7 @@ func validateCertificates(path *field.Path, c *v1alpha1.CertificatesSpec) field.
 func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
-	if _, err := ParseVersion(hcp.Spec.Version); err != nil {
+	if _, err := v1alpha1.ParseVersion(hcp.Spec.Version); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("version"), hcp.Spec.Version,
 			"must be a semantic version such as v1.36.3"))
 	}
@@ -219,11 +209,11 @@ func validateVersionChange(path *field.Path, oldVersion, newVersion string) fiel
 	if oldVersion == newVersion {
 		return nil
 	}
-	from, err := ParseVersion(oldVersion)
+	from, err := v1alpha1.ParseVersion(oldVersion)
 	if err != nil {
 		return nil // a stored version that does not parse may move to any valid one
 	}
-	to, err := ParseVersion(newVersion)
+	to, err := v1alpha1.ParseVersion(newVersion)
 	if err != nil {
 		return nil // reported by ValidateHostedControlPlane
 	}

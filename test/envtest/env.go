@@ -34,7 +34,9 @@ type Env struct {
 	Kubeconfig string
 	// Root is the repository's top directory.
 	Root string
-	// dir holds the kubeconfig.
+	// auditLog records every write the API server accepts.
+	auditLog string
+	// dir holds this environment's kubeconfig files.
 	dir string
 }
 
@@ -52,10 +54,32 @@ func Scheme() *k8sruntime.Scheme {
 	return scheme
 }
 
-// Start starts the API server, installs the CRDs and the provider's webhook
-// configurations (pointing at 127.0.0.1 with certificates in
-// WebhookCertDir), and writes an admin kubeconfig.
-func Start() (*Env, error) {
+// ModuleCRDs is where a module of go.mod keeps its CRDs.
+type ModuleCRDs struct{ Module, Dir string }
+
+// The CRDs of the projects the provider works with.
+var (
+	CAPICRDs        = ModuleCRDs{"sigs.k8s.io/cluster-api", "core/config/crd/bases"}
+	CertManagerCRDs = ModuleCRDs{"github.com/cert-manager/cert-manager", "deploy/crds"}
+	GatewayAPICRDs  = ModuleCRDs{"sigs.k8s.io/gateway-api", "config/crd/standard"}
+)
+
+// Path is the CRD directory in the module cache.
+func (m ModuleCRDs) Path() (string, error) {
+	dir, err := ModuleDir(m.Module)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, m.Dir), nil
+}
+
+// Start starts the API server with every CRD the provider works with.
+func Start() (*Env, error) { return StartWith(CAPICRDs, CertManagerCRDs, GatewayAPICRDs) }
+
+// StartWith starts the API server, installs the provider's CRDs and those of
+// modules, and the provider's webhook configurations (pointing at 127.0.0.1
+// with certificates in WebhookCertDir), and writes an admin kubeconfig.
+func StartWith(modules ...ModuleCRDs) (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make envtest`, which builds kube-apiserver and etcd")
 	}
@@ -64,16 +88,12 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	crds := []string{filepath.Join(root, "config", "crd", "bases")}
-	for _, m := range []struct{ module, dir string }{
-		{"sigs.k8s.io/cluster-api", "core/config/crd/bases"},
-		{"github.com/cert-manager/cert-manager", "deploy/crds"},
-		{"sigs.k8s.io/gateway-api", "config/crd/standard"},
-	} {
-		dir, err := ModuleDir(m.module)
+	for _, m := range modules {
+		dir, err := m.Path()
 		if err != nil {
 			return nil, err
 		}
-		crds = append(crds, filepath.Join(dir, m.dir))
+		crds = append(crds, dir)
 	}
 	e := &Env{Root: root, env: &crenvtest.Environment{
 		CRDDirectoryPaths:     crds,
@@ -82,6 +102,9 @@ func Start() (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		},
 	}}
+	if err := e.configureAudit(); err != nil {
+		return nil, err
+	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("start test API server: %w", err)
 	}
@@ -94,23 +117,36 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
-func (e *Env) writeKubeconfig() (string, error) {
-	user, err := e.env.AddUser(crenvtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+func (e *Env) writeKubeconfig() (string, error) { return e.UserKubeconfig("admin") }
+
+// UserKubeconfig writes a kubeconfig of a new cluster admin called name, whose
+// requests the audit log tells apart, and returns its path.
+func (e *Env) UserKubeconfig(name string) (string, error) {
+	user, err := e.env.AddUser(crenvtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return "", fmt.Errorf("add admin user: %w", err)
+		return "", fmt.Errorf("add user %s: %w", name, err)
 	}
 	data, err := user.KubeConfig()
 	if err != nil {
-		return "", fmt.Errorf("admin kubeconfig: %w", err)
+		return "", fmt.Errorf("kubeconfig of %s: %w", name, err)
 	}
-	// A directory of its own: test packages run in parallel, each with its
-	// own API server, and a shared file would point one's binaries at the
-	// other's server.
-	if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
-		return "", err
+	if e.dir == "" {
+		if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
+			return "", err
+		}
 	}
-	path := filepath.Join(e.dir, "admin.kubeconfig")
+	path := filepath.Join(e.dir, name+".kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
+}
+
+// InstallCRDs installs the CRDs of a module into the running API server.
+func (e *Env) InstallCRDs(m ModuleCRDs) error {
+	dir, err := m.Path()
+	if err != nil {
+		return err
+	}
+	_, err = crenvtest.InstallCRDs(e.Config, crenvtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+	return err
 }
 
 // WebhookCertDir holds tls.crt and tls.key that the webhook configurations
@@ -120,13 +156,12 @@ func (e *Env) WebhookCertDir() string { return e.env.WebhookInstallOptions.Local
 // WebhookPort is the port on 127.0.0.1 the webhook configurations call.
 func (e *Env) WebhookPort() int { return e.env.WebhookInstallOptions.LocalServingPort }
 
-// Stop stops the API server and etcd.
+// Stop stops the API server and etcd and removes the kubeconfig files.
 func (e *Env) Stop() error {
-	err := e.env.Stop()
 	if e.dir != "" {
-		err = errors.Join(err, os.RemoveAll(e.dir))
+		_ = os.RemoveAll(e.dir)
 	}
-	return err
+	return e.env.Stop()
 }
 
 // RepoRoot is the repository's top directory.
@@ -156,6 +191,10 @@ func ModuleDir(module string) (string, error) {
 // WebhookCertDir, for clients of servers that use it.
 func (e *Env) WebhookCA() []byte { return e.env.WebhookInstallOptions.LocalServingCAData }
 
+// ControllerUser is the user the controller started by StartController acts
+// as, so its writes can be counted apart from the tests' own.
+const ControllerUser = "hosted-control-plane-controller"
+
 // StartController builds cmd/controller into binDir and runs it as it runs
 // in a cluster, serving the admission webhooks with the certificate the
 // webhook configurations trust, and waits until it is ready.
@@ -168,18 +207,27 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := e.UserKubeconfig(ControllerUser)
+	if err != nil {
+		return nil, err
+	}
 	p, err := StartProcess(bin, []string{
-		"KUBECONFIG=" + e.Kubeconfig,
+		"KUBECONFIG=" + kubeconfig,
 		"WEBHOOK_CERT_DIR=" + e.WebhookCertDir(),
 		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health),
-		"METRICS_BIND_ADDRESS=0",
+		fmt.Sprintf("METRICS_BIND_ADDRESS=127.0.0.1:%d", metrics),
 		"LEADER_ELECTION=false",
 		"LOG_FORMAT=text",
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	if err := p.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), time.Minute); err != nil {
 		return nil, errors.Join(fmt.Errorf("controller: %w", err), p.Stop(5*time.Second))
 	}

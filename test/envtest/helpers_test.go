@@ -8,13 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
 // namespace creates a namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
 	require.NoError(t, env.Client.Create(testContext(t), ns))
@@ -22,7 +25,7 @@ func namespace(t *testing.T) string {
 }
 
 // manifest parses a YAML manifest as a user would write it.
-func manifest(t *testing.T, text string) *unstructured.Unstructured {
+func manifest(t testing.TB, text string) *unstructured.Unstructured {
 	t.Helper()
 	obj := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(strings.TrimSpace(text)), &obj.Object))
@@ -30,7 +33,7 @@ func manifest(t *testing.T, text string) *unstructured.Unstructured {
 }
 
 // create sends a manifest to the API server in namespace ns.
-func create(t *testing.T, ns, text string) (*unstructured.Unstructured, error) {
+func create(t testing.TB, ns, text string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	obj := manifest(t, text)
 	obj.SetNamespace(ns)
@@ -62,4 +65,45 @@ func assertSubset(t *testing.T, path string, want, got any) {
 		// YAML numbers arrive as float64 and stored ones as int64: compare as written.
 		assert.Equalf(t, fmt.Sprint(want), fmt.Sprint(got), "%s", path)
 	}
+}
+
+// updateStatus changes the status of obj as a controller would, again on a
+// conflict: the provider's controller may write the same object meanwhile.
+func updateStatus[T client.Object](t testing.TB, obj T, change func(T)) {
+	t.Helper()
+	ctx := testContext(t)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return env.Client.Status().Update(ctx, obj)
+	}))
+}
+
+// update changes obj as a user would, again when the provider's controller
+// wrote it meanwhile; it returns the API server's final answer.
+func update[T client.Object](t testing.TB, obj T, change func(T)) error {
+	t.Helper()
+	ctx := testContext(t)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return env.Client.Update(ctx, obj)
+	})
+}
+
+// metaItems are the items of a list.
+func metaItems(list client.ObjectList) ([]client.Object, error) {
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		objs = append(objs, item.(client.Object))
+	}
+	return objs, nil
 }

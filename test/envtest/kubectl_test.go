@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,16 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
+// kubectlCache is kubectl's discovery cache for this test binary.
+var kubectlCache = filepath.Join(os.TempDir(), fmt.Sprintf("hcp-kubectl-cache-%d", os.Getpid()))
+
 // kubectl runs the kubectl built beside the test API server.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	// A discovery cache of its own: one left by an earlier API server on the
+	// same port would not know this one's kinds.
+	cmd := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"),
+		append([]string{"--kubeconfig", env.Kubeconfig, "--cache-dir", kubectlCache}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "kubectl %v: %s", args, out)
 	return string(out)
@@ -33,14 +40,17 @@ func TestKubectlGetShowsControlPlanes(t *testing.T) {
 	hcp.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "shown-cluster"}
 	hcp.Spec.ControlPlaneEndpoint.Host, hcp.Spec.ControlPlaneEndpoint.Port = "shown.example.com", 443
 	require.NoError(t, env.Client.Create(ctx, hcp))
-	hcp.Status.ReadyReplicas = ptr.To[int32](1)
-	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	hcp.Status.Conditions = []metav1.Condition{{Type: "Available", Status: metav1.ConditionTrue, Reason: "Answering", LastTransitionTime: metav1.Now()}}
-	require.NoError(t, env.Client.Status().Update(ctx, hcp))
+	// No Cluster owns this control plane, so the controller leaves these
+	// fields alone; the test writes them as it would.
+	updateStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
+		hcp.Status.ReadyReplicas = ptr.To[int32](1)
+		hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		hcp.Status.Conditions = append(hcp.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Answering", LastTransitionTime: metav1.Now()})
+	})
 
 	out := kubectl(t, "get", "hcp", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, out)
+	require.Len(t, lines, 2, "%s\nall control planes:\n%s", out, kubectl(t, "get", "hostedcontrolplanes", "-A", "--show-labels"))
 	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{"shown", "shown-cluster", "True", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
 

@@ -38,6 +38,9 @@ func FreePort() (int, error) {
 
 // Process is one of the provider's binaries, running.
 type Process struct {
+	// MetricsURL serves the process's Prometheus metrics, when it has any.
+	MetricsURL string
+
 	cmd  *exec.Cmd
 	mu   sync.Mutex
 	out  bytes.Buffer

@@ -9,7 +9,9 @@ import (
 )
 
 // env is the API server every test in this package shares; controller is the
-// real cmd/controller binary serving the admission webhooks it calls.
+// real cmd/controller binary serving the admission webhooks it calls; and
+// cert-manager's controllers run in this process against env, issuing what
+// Certificates ask for.
 var (
 	env        *Env
 	controller *Process
@@ -20,13 +22,26 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	var err error
 	if env, err = Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	stopCertManager, err := StartCertManager(context.Background(), env.Kubeconfig, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Deferred after env.Stop, so it runs before it: cert-manager stops while
+	// the API server still answers.
+	defer func() {
+		if err := stopCertManager(); err != nil {
+			fmt.Fprintf(os.Stderr, "cert-manager did not stop cleanly: %v\n", err)
+			code = 1
+		}
+	}()
 	if binDir, err = os.MkdirTemp("", "hcp-bin-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -36,7 +51,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	code := m.Run()
+	code = m.Run()
 	if err := controller.Stop(30 * time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "controller did not stop cleanly: %v\n", err)
 		return 1
@@ -45,7 +60,7 @@ func run(m *testing.M) int {
 }
 
 // testContext bounds each test's API calls.
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -1,0 +1,221 @@
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// HashAnnotation records the digest of what was last applied, so that a
+// change of the rendering is seen even where the object still contains every
+// desired field (a field that is no longer rendered, say).
+const HashAnnotation = "controlplane.cluster.x-k8s.io/applied-hash"
+
+// ConflictError reports an object of the desired name that someone else
+// owns; it is never overwritten.
+type ConflictError struct{ Kind, Namespace, Name string }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s %s/%s exists and is not owned by this control plane; delete or rename it", e.Kind, e.Namespace, e.Name)
+}
+
+// Applier applies desired objects. Reader is normally the manager's cache;
+// LiveReader, read only before a create, catches an object the cache does not
+// see because it lacks our labels.
+type Applier struct {
+	Client     client.Client
+	Reader     client.Reader
+	LiveReader client.Reader
+	Owner      string
+}
+
+// Apply makes the object in the cluster match desired and reports whether
+// it had to write. desired must carry its apiVersion and kind, and a
+// controller owner reference to the object that owns it.
+func (a *Applier) Apply(ctx context.Context, desired client.Object) (bool, error) {
+	want, err := Unstructured(desired)
+	if err != nil {
+		return false, err
+	}
+	current, err := a.current(ctx, desired)
+	if err != nil {
+		return false, err
+	}
+	if current != nil {
+		if !sameController(desired, current) {
+			return false, &ConflictError{Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
+		}
+		if current.GetAnnotations()[HashAnnotation] == want.GetAnnotations()[HashAnnotation] && Contains(current.Object, want.Object) {
+			return false, nil
+		}
+	}
+	err = a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(want), client.FieldOwner(a.Owner), client.ForceOwnership)
+	if err != nil {
+		return false, fmt.Errorf("apply %s %s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return true, nil
+}
+
+// current is the object as it is now, as unstructured, or nil when missing.
+func (a *Applier) current(ctx context.Context, desired client.Object) (*unstructured.Unstructured, error) {
+	obj, ok := desired.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a client.Object", desired)
+	}
+	key := client.ObjectKeyFromObject(desired)
+	err := a.Reader.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = a.LiveReader.Get(ctx, key, obj)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", desired.GetObjectKind().GroupVersionKind().Kind, key, err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: u}, nil
+}
+
+func sameController(desired client.Object, current *unstructured.Unstructured) bool {
+	want := metav1.GetControllerOf(desired)
+	have := metav1.GetControllerOfNoCopy(current)
+	return want != nil && have != nil && want.UID == have.UID
+}
+
+// Unstructured converts a rendered object into what is applied: no status,
+// no null fields, and the digest of the rest in HashAnnotation.
+func Unstructured(obj client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert %T: %w", obj, err)
+	}
+	delete(m, "status")
+	pruneNulls(m)
+	u := &unstructured.Unstructured{Object: m}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[HashAnnotation] = hex.EncodeToString(sum[:])[:16]
+	u.SetAnnotations(annotations)
+	return u, nil
+}
+
+func pruneNulls(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if e == nil {
+				delete(t, k)
+			} else {
+				pruneNulls(e)
+			}
+		}
+	case []any:
+		for _, e := range t {
+			pruneNulls(e)
+		}
+	}
+}
+
+// Contains reports whether have holds every field of want with the same
+// value. Lists match when want's items match items of have in order; have may
+// hold more (defaults and other owners' entries).
+func Contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		if len(w) == 0 {
+			return true
+		}
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !Contains(h[k], v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		if len(w) == 0 {
+			return true
+		}
+		h, ok := have.([]any)
+		if !ok {
+			return false
+		}
+		i := 0
+		for _, item := range w {
+			for i < len(h) && !Contains(h[i], item) {
+				i++
+			}
+			if i == len(h) {
+				return false
+			}
+			i++
+		}
+		return true
+	default:
+		return fmt.Sprint(have) == fmt.Sprint(want)
+	}
+}
+
+// Prune deletes the objects in list that the owner controls but that are not
+// in keep, and reports how many it deleted.
+func (a *Applier) Prune(ctx context.Context, list client.ObjectList, owner types.UID, keep map[string]bool, opts ...client.ListOption) (int, error) {
+	if err := a.Reader.List(ctx, list, opts...); err != nil {
+		return 0, err
+	}
+	objs, err := metaList(list)
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, obj := range objs {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		if ref == nil || ref.UID != owner || keep[obj.GetName()] {
+			continue
+		}
+		if err := a.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return deleted, fmt.Errorf("delete %s: %w", obj.GetName(), err)
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+func metaList(list client.ObjectList) ([]client.Object, error) {
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		obj, ok := item.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a client.Object", item)
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}

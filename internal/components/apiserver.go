@@ -1,0 +1,185 @@
+package components
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	konnectivitySocketDir = "/run/konnectivity"
+	konnectivitySocket    = konnectivitySocketDir + "/konnectivity-server.socket"
+	konnectivityHealth    = 8134
+	konnectivityAdmin     = 8133
+	// VersionLabel on an API server pod is the Kubernetes version it runs;
+	// status.versions is counted from it.
+	VersionLabel = "controlplane.cluster.x-k8s.io/kubernetes-version"
+	// KonnectivityAudience is the audience of the agents' service account
+	// tokens, which the konnectivity server reviews.
+	KonnectivityAudience = "system:konnectivity-server"
+)
+
+// APIServerReplicas is the number of API server pods.
+func (in *Input) APIServerReplicas() int32 { return ptr.Deref(in.ControlPlane.Spec.Replicas, 2) }
+
+// APIServerName is the API server Deployment.
+func (in *Input) APIServerName() string { return in.name("apiserver") }
+
+// EgressSelectorName is the Secret with the API server's egress selector
+// configuration, which sends traffic to nodes through konnectivity.
+func (in *Input) EgressSelectorName() string { return in.name("egress-selector") }
+
+// APIServer renders the kube-apiserver Deployment, with the konnectivity
+// server beside each API server, and its network policy. Its configuration
+// Secrets come from Configs.
+func APIServer(in *Input) []client.Object {
+	return []client.Object{in.apiServerNetworkPolicy(), in.apiServerDeployment()}
+}
+
+func (in *Input) egressSelector() *corev1.Secret {
+	config := `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: GRPC
+    transport:
+      uds:
+        udsName: ` + konnectivitySocket + "\n"
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: in.meta(in.EgressSelectorName(), APIServerComponent),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"egress-selector.yaml": []byte(config)},
+	}
+}
+
+func (in *Input) apiServerArgs() []string {
+	pki := "/etc/kubernetes/pki"
+	defaults := map[string]string{
+		"advertise-address":                  "$(POD_IP)",
+		"allow-privileged":                   "true",
+		"authorization-mode":                 "Node,RBAC",
+		"client-ca-file":                     pki + "/apiserver/ca.crt",
+		"enable-admission-plugins":           "NodeRestriction",
+		"enable-bootstrap-token-auth":        "true",
+		"endpoint-reconciler-type":           "none",
+		"egress-selector-config-file":        "/etc/kubernetes/egress/egress-selector.yaml",
+		"etcd-servers":                       fmt.Sprintf("https://%s:%d", EtcdServerName(in.ClusterName(), in.Namespace()), EtcdClientPort),
+		"etcd-cafile":                        pki + "/etcd/ca.crt",
+		"etcd-certfile":                      pki + "/etcd/tls.crt",
+		"etcd-keyfile":                       pki + "/etcd/tls.key",
+		"kubelet-client-certificate":         pki + "/kubelet/tls.crt",
+		"kubelet-client-key":                 pki + "/kubelet/tls.key",
+		"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
+		"profiling":                          "false",
+		"proxy-client-cert-file":             pki + "/front-proxy/tls.crt",
+		"proxy-client-key-file":              pki + "/front-proxy/tls.key",
+		"requestheader-allowed-names":        "front-proxy-client",
+		"requestheader-client-ca-file":       pki + "/front-proxy/ca.crt",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-username-headers":     "X-Remote-User",
+		"secure-port":                        strconv.Itoa(APIServerPort),
+		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
+		"service-account-key-file":           pki + "/sa/tls.key",
+		"service-account-signing-key-file":   pki + "/sa/tls.key",
+		"service-cluster-ip-range":           in.ServiceCIDR(),
+		"tls-cert-file":                      pki + "/apiserver/tls.crt",
+		"tls-private-key-file":               pki + "/apiserver/tls.key",
+	}
+	return flags(defaults, in.ControlPlane.Spec.Deployment.APIServer.Args)
+}
+
+func (in *Input) konnectivityArgs() []string {
+	pki := "/etc/konnectivity/pki"
+	return flags(map[string]string{
+		"uds-name":                 konnectivitySocket,
+		"delete-existing-uds-file": "true",
+		"server-port":              "0",
+		"agent-port":               strconv.Itoa(KonnectivityPort),
+		"admin-port":               strconv.Itoa(konnectivityAdmin),
+		"health-port":              strconv.Itoa(konnectivityHealth),
+		"cluster-cert":             pki + "/tls.crt",
+		"cluster-key":              pki + "/tls.key",
+		"mode":                     "grpc",
+		"kubeconfig":               "/etc/konnectivity/kubeconfig/kubeconfig",
+		"authentication-audience":  KonnectivityAudience,
+		"agent-namespace":          "kube-system",
+		"agent-service-account":    "konnectivity-agent",
+		"server-count":             strconv.Itoa(int(in.APIServerReplicas())),
+		"proxy-strategies":         "destHost,default",
+	}, in.ControlPlane.Spec.Deployment.APIServer.Konnectivity.Args)
+}
+
+func (in *Input) apiServerDeployment() *appsv1.Deployment {
+	spec := in.ControlPlane.Spec.Deployment.APIServer
+	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(APIServerComponent))}
+
+	api := container("kube-apiserver", image(in.defaultImage("kube-apiserver", in.ControlPlane.Spec.Version), spec.Image),
+		spec.Container, "kube-apiserver", in.apiServerArgs())
+	api.Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort}}
+	api.ReadinessProbe = probe("/readyz", APIServerPort, corev1.URISchemeHTTPS, 3)
+	api.LivenessProbe = probe("/livez", APIServerPort, corev1.URISchemeHTTPS, 8)
+	api.StartupProbe = probe("/livez", APIServerPort, corev1.URISchemeHTTPS, 30)
+	mountSecrets(&pod, &api,
+		secretVolume{"apiserver", in.APIServerCertSecret(), "/etc/kubernetes/pki/apiserver"},
+		secretVolume{"etcd", in.APIServerEtcdSecret(), "/etc/kubernetes/pki/etcd"},
+		secretVolume{"kubelet", in.KubeletClientSecret(), "/etc/kubernetes/pki/kubelet"},
+		secretVolume{"front-proxy", in.FrontProxyClientSecret(), "/etc/kubernetes/pki/front-proxy"},
+		secretVolume{"sa", in.SASecret(), "/etc/kubernetes/pki/sa"},
+		secretVolume{"egress", in.EgressSelectorName(), "/etc/kubernetes/egress"})
+
+	konn := container("konnectivity-server",
+		image(in.defaultImage("kas-network-proxy/proxy-server", KonnectivityTag(in.version)), spec.Konnectivity.Image),
+		spec.Konnectivity, "/proxy-server", in.konnectivityArgs())
+	konn.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort}}
+	konn.LivenessProbe = probe("/healthz", konnectivityHealth, corev1.URISchemeHTTP, 8)
+	mountSecrets(&pod, &konn,
+		secretVolume{"konnectivity-server", in.KonnectivityServerSecret(), "/etc/konnectivity/pki"},
+		secretVolume{"konnectivity-kubeconfig", in.KubeconfigName(konnectivityUser), "/etc/konnectivity/kubeconfig"},
+		secretVolume{"konnectivity-client", in.KonnectivityClientCertSecret(), kubeconfigCertDir})
+
+	socket := corev1.VolumeMount{Name: "konnectivity-uds", MountPath: konnectivitySocketDir}
+	api.VolumeMounts = append(api.VolumeMounts, socket)
+	konn.VolumeMounts = append(konn.VolumeMounts, socket)
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "konnectivity-uds", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	pod.Containers = []corev1.Container{api, konn}
+	pod = hardenedPod(pod, spec.PriorityClassName)
+
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: in.meta(in.APIServerName(), APIServerComponent),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(in.APIServerReplicas()),
+			Selector: &metav1.LabelSelector{MatchLabels: in.Selector(APIServerComponent)},
+			// A new API server is ready before an old one goes: clients never
+			// see fewer than the desired replicas answering.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      in.podLabels(APIServerComponent),
+					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
+				},
+				Spec: pod,
+			},
+		},
+	}
+}
+
+// podLabels are the labels of an API server pod: those of its component and
+// the version it runs.
+func (in *Input) podLabels(component string) map[string]string {
+	labels := in.Labels(component)
+	labels[VersionLabel] = in.ControlPlane.Spec.Version
+	return labels
+}

@@ -1,0 +1,206 @@
+package components
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Ports of the API server and the konnectivity server beside it.
+const (
+	APIServerPort    = 6443
+	KonnectivityPort = 8132
+)
+
+// APIServerServiceName is the Service in front of the API server pods.
+func (in *Input) APIServerServiceName() string { return in.name("apiserver") }
+
+// GatewayListener is the Gateway listener a control plane is served through.
+type GatewayListener struct {
+	// Name of the listener, the TLSRoutes' sectionName.
+	Name gatewayv1.SectionName
+	// Domain is the listener's wildcard hostname without "*.".
+	Domain string
+	Port   int32
+}
+
+// FindGatewayListener picks the first listener of gw that passes TLS through
+// on a wildcard hostname, the kind a hosted control plane needs.
+func FindGatewayListener(gw *gatewayv1.Gateway) (GatewayListener, error) {
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.TLSProtocolType || l.TLS == nil || ptr.Deref(l.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough {
+			continue
+		}
+		if l.Hostname == nil || !strings.HasPrefix(string(*l.Hostname), "*.") {
+			continue
+		}
+		return GatewayListener{Name: l.Name, Domain: strings.TrimPrefix(string(*l.Hostname), "*."), Port: l.Port}, nil
+	}
+	return GatewayListener{}, fmt.Errorf("gateway %s/%s has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com",
+		gw.Namespace, gw.Name)
+}
+
+// GatewayHost is where the API server of cluster in namespace is served
+// through a listener: <cluster>.<namespace>.<domain>.
+func GatewayHost(cluster, namespace string, l GatewayListener) string {
+	return cluster + "." + namespace + "." + l.Domain
+}
+
+// KonnectivityHost is where agents reach the konnectivity server: its own
+// name on a gateway, the API server's address otherwise.
+func (in *Input) KonnectivityHost() string {
+	if in.Listener != nil {
+		return "konnectivity." + GatewayHost(in.ClusterName(), in.Namespace(), *in.Listener)
+	}
+	return in.Endpoint.Host
+}
+
+// Exposure renders how the API server is reached: TLSRoutes through the
+// gateway, or a Service of the chosen type.
+func Exposure(in *Input) []client.Object {
+	svc := in.apiServerService()
+	if in.Listener == nil {
+		return []client.Object{svc}
+	}
+	return []client.Object{
+		svc,
+		in.tlsRoute(in.name("apiserver"), GatewayHost(in.ClusterName(), in.Namespace(), *in.Listener), APIServerPort),
+		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), KonnectivityPort),
+	}
+}
+
+// ExposureType is the Service type that serves the API server.
+func (in *Input) ExposureType() corev1.ServiceType {
+	spec := in.ControlPlane.Spec
+	switch {
+	case spec.Gateway != nil:
+		return corev1.ServiceTypeClusterIP
+	case spec.Exposure == nil || spec.Exposure.Type == "":
+		return corev1.ServiceTypeLoadBalancer
+	default:
+		return corev1.ServiceType(spec.Exposure.Type)
+	}
+}
+
+// ServicePort is the API server Service's port: the Cluster's apiServerPort
+// or 6443.
+func (in *Input) ServicePort() int32 {
+	if p := in.Cluster.Spec.ClusterNetwork.APIServerPort; p != 0 {
+		return p
+	}
+	return APIServerPort
+}
+
+func (in *Input) apiServerService() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: in.meta(in.APIServerServiceName(), APIServerComponent),
+		Spec: corev1.ServiceSpec{
+			Type:     in.ExposureType(),
+			Selector: in.Selector(APIServerComponent),
+			Ports: []corev1.ServicePort{
+				{Name: "https", Port: in.ServicePort(), TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
+				{Name: "konnectivity", Port: KonnectivityPort, TargetPort: intstr.FromString("konnectivity"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
+	gw := in.ControlPlane.Spec.Gateway
+	return &gatewayv1.TLSRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "TLSRoute"},
+		ObjectMeta: in.meta(name, APIServerComponent),
+		Spec: gatewayv1.TLSRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{
+				Group:       ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
+				Kind:        ptr.To(gatewayv1.Kind("Gateway")),
+				Name:        gatewayv1.ObjectName(gw.Name),
+				Namespace:   ptr.To(gatewayv1.Namespace(gw.Namespace)),
+				SectionName: ptr.To(in.Listener.Name),
+			}}},
+			Hostnames: []gatewayv1.Hostname{gatewayv1.Hostname(host)},
+			Rules: []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{{
+				BackendObjectReference: gatewayv1.BackendObjectReference{
+					Name: gatewayv1.ObjectName(in.APIServerServiceName()),
+					Port: ptr.To(port),
+				},
+			}}}},
+		},
+	}
+}
+
+// ServiceEndpoint reads the endpoint a Service of the exposure type offers:
+// the load balancer's address, or the node port with the host the user set.
+// It reports false while the Service has no address yet.
+func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host string, port int32, ok bool) {
+	user := cp.Spec.ControlPlaneEndpoint
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeLoadBalancer:
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP != "" {
+				return ing.IP, servicePort(svc, "https", false), true
+			}
+			if ing.Hostname != "" {
+				return ing.Hostname, servicePort(svc, "https", false), true
+			}
+		}
+		return "", 0, false
+	case corev1.ServiceTypeNodePort:
+		port = servicePort(svc, "https", true)
+		return user.Host, port, user.Host != "" && port != 0
+	default:
+		return user.Host, user.Port, user.Host != ""
+	}
+}
+
+func servicePort(svc *corev1.Service, name string, node bool) int32 {
+	for _, p := range svc.Spec.Ports {
+		if p.Name == name {
+			if node {
+				return p.NodePort
+			}
+			return p.Port
+		}
+	}
+	return 0
+}
+
+// apiServerSANs are every name the API server is reached under: the
+// endpoint, the extra certSANs, its Services in both clusters, and loopback.
+func (in *Input) apiServerSANs() []string {
+	svc, ns := in.APIServerServiceName(), in.Namespace()
+	sans := []string{
+		in.Endpoint.Host, "localhost", "127.0.0.1",
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + in.ClusterDomain(),
+		svc, svc + "." + ns, svc + "." + ns + ".svc",
+	}
+	if ip := in.kubernetesServiceIP; ip != nil {
+		sans = append(sans, ip.String())
+	}
+	return append(sans, in.ControlPlane.Spec.APIServer.CertSANs...)
+}
+
+func (in *Input) konnectivitySANs() []string {
+	svc, ns := in.APIServerServiceName(), in.Namespace()
+	return []string{in.KonnectivityHost(), svc, svc + "." + ns, svc + "." + ns + ".svc", "localhost", "127.0.0.1"}
+}
+
+// etcdSANs name every member (by wildcard), the client Service and loopback.
+func (in *Input) etcdSANs() []string {
+	ns, peers := in.Namespace(), EtcdPeerServiceName(in.ClusterName())
+	return []string{
+		"*." + peers + "." + ns + ".svc", "*." + peers, peers + "." + ns + ".svc",
+		EtcdName(in.ClusterName()), EtcdServerName(in.ClusterName(), ns),
+		"localhost", "127.0.0.1", net.IPv6loopback.String(),
+	}
+}

@@ -1,0 +1,56 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+)
+
+// reconcileDelete removes what garbage collection cannot: the Secrets
+// cert-manager issued. Their Certificates go first, or cert-manager would
+// issue them again. Everything else is owned by the control plane and goes
+// with it once the finalizer is released.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.DeletingReason, "the control plane is being deleted")
+	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name}}
+
+	certs := &cmv1.CertificateList{}
+	err := r.Client.List(ctx, certs, mine...)
+	if err != nil && !apimeta.IsNoMatchError(err) {
+		return ctrl.Result{}, fmt.Errorf("list certificates: %w", err)
+	}
+	for i := range certs.Items {
+		if err := r.Client.Delete(ctx, &certs.Items[i]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete certificate %s: %w", certs.Items[i].Name, err)
+		}
+	}
+	if len(certs.Items) > 0 {
+		return ctrl.Result{RequeueAfter: retryInterval}, nil // the deletes above bring us back sooner
+	}
+
+	secrets := &corev1.SecretList{}
+	if err := r.Client.List(ctx, secrets, mine...); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		secret := &secrets.Items[i]
+		if metav1.GetControllerOfNoCopy(secret) != nil {
+			continue // owned: garbage collection takes it
+		}
+		if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", secret.Name, err)
+		}
+	}
+	controllerutil.RemoveFinalizer(s.hcp, Finalizer)
+	return ctrl.Result{}, nil
+}

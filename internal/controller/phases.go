@@ -1,0 +1,327 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+)
+
+// phase is one step of a pass; it owns one condition.
+type phase struct {
+	condition string
+	run       func(context.Context, *scope) (outcome, error)
+}
+
+// outcome is how a phase ended: done, or what is missing. warn marks a bad
+// situation worth an event, not just progress.
+type outcome struct {
+	done            bool
+	warn            bool
+	reason, message string
+}
+
+func ready(message string) outcome {
+	return outcome{done: true, reason: v1alpha1.ReadyReason, message: message}
+}
+
+func waiting(reason, format string, args ...any) outcome {
+	return outcome{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+func problem(reason, format string, args ...any) outcome {
+	return outcome{warn: true, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// failure turns an error into the outcome that explains it.
+func failure(err error) outcome {
+	var conflict *apply.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return problem(v1alpha1.ConflictReason, "%v", err)
+	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), cmv1.SchemeGroupVersion.Group):
+		return problem(v1alpha1.CertManagerMissingReason, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying")
+	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), gatewayv1.GroupName):
+		return problem(v1alpha1.GatewayAPIMissingReason, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway")
+	default:
+		return problem(v1alpha1.ApplyFailedReason, "%v", err)
+	}
+}
+
+// phases in the order they run; each needs the ones before it done.
+func (r *Reconciler) phases() []phase {
+	return []phase{
+		{v1alpha1.ClusterReadyCondition, r.clusterPhase},
+		{v1alpha1.ExposureReadyCondition, r.exposurePhase},
+		{v1alpha1.CertificatesReadyCondition, r.certificatesPhase},
+		{v1alpha1.KubeconfigReadyCondition, r.kubeconfigPhase},
+		{v1alpha1.EtcdReadyCondition, r.etcdPhase},
+		{v1alpha1.APIServerReadyCondition, r.apiServerPhase},
+		{v1alpha1.ControllersReadyCondition, r.controllersPhase},
+	}
+}
+
+// ownedConditions are the conditions this controller writes; on a conflict
+// the patch helper keeps its own.
+var ownedConditions = []string{
+	v1alpha1.AvailableCondition, v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition,
+	v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition,
+	v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
+}
+
+func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) {
+	in, err := components.NewInput(s.hcp, s.cluster, r.Settings)
+	if err != nil {
+		return problem(v1alpha1.ClusterNetworkMissingReason, "%v", err), nil
+	}
+	s.in = in
+	return ready("Cluster " + s.cluster.Name + " is ready"), nil
+}
+
+// apply applies objs in order; a conflict or failure ends the phase. It
+// reports whether it wrote: the cache then still shows the old object, whose
+// status says nothing about the new spec.
+func (r *Reconciler) apply(ctx context.Context, objs ...client.Object) (bool, error) {
+	wrote := false
+	for _, obj := range objs {
+		w, err := r.applier.Apply(ctx, obj)
+		if err != nil {
+			return wrote, err
+		}
+		wrote = wrote || w
+	}
+	return wrote, nil
+}
+
+// rollingOut is the outcome of a phase that just changed its workloads.
+func rollingOut(what string) outcome {
+	return waiting(v1alpha1.ProgressingReason, "rolling out the new spec of %s", what)
+}
+
+func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, error) {
+	spec := s.hcp.Spec
+	if gw := spec.Gateway; gw != nil {
+		// Gateways are not ours and not in the label-scoped cache.
+		gateway := &gatewayv1.Gateway{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
+		if apierrors.IsNotFound(err) {
+			return problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
+		}
+		if err != nil {
+			return outcome{}, err
+		}
+		listener, err := components.FindGatewayListener(gateway)
+		if err != nil {
+			return problem(v1alpha1.GatewayListenerReason, "%v", err), nil
+		}
+		s.in.Listener = &listener
+	}
+	if _, err := r.apply(ctx, components.Exposure(s.in)...); err != nil {
+		return outcome{}, err
+	}
+	host, port, ok := r.endpoint(ctx, s)
+	if !ok {
+		return waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
+			s.in.APIServerServiceName(), s.in.ExposureType()), nil
+	}
+	if spec.ControlPlaneEndpoint.Host == "" {
+		s.hcp.Spec.ControlPlaneEndpoint.Host, s.hcp.Spec.ControlPlaneEndpoint.Port = host, port
+	}
+	s.in.Endpoint = s.hcp.Spec.ControlPlaneEndpoint
+	return ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
+}
+
+// endpoint is where the API server is reached: the gateway hostname, or the
+// address of the exposure Service.
+func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, bool) {
+	if l := s.in.Listener; l != nil {
+		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), *l), l.Port, true
+	}
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}
+	if err := r.Client.Get(ctx, key, svc); err != nil {
+		return "", 0, false
+	}
+	return components.ServiceEndpoint(s.hcp, svc)
+}
+
+func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, error) {
+	objs := components.PKI(s.in)
+	if _, err := r.apply(ctx, objs...); err != nil {
+		return outcome{}, err
+	}
+	var pending []string
+	for _, obj := range objs {
+		want, ok := obj.(*cmv1.Certificate)
+		if !ok {
+			continue
+		}
+		cert := &cmv1.Certificate{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cert); err != nil || !certificateReady(cert) {
+			pending = append(pending, want.Name)
+			continue
+		}
+		secret := &corev1.Secret{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: want.Namespace, Name: want.Spec.SecretName}, secret); err != nil {
+			pending = append(pending, want.Name)
+			continue
+		}
+		s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
+	}
+	if len(pending) > 0 {
+		return waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
+			len(pending), countCertificates(objs), strings.Join(pending, ", ")), nil
+	}
+	return ready(fmt.Sprintf("all %d certificates issued", countCertificates(objs))), nil
+}
+
+func certificateReady(c *cmv1.Certificate) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == cmv1.CertificateConditionReady {
+			return cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == c.Generation
+		}
+	}
+	return false
+}
+
+func countCertificates(objs []client.Object) int {
+	n := 0
+	for _, o := range objs {
+		if _, ok := o.(*cmv1.Certificate); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, error) {
+	configs, err := components.Configs(s.in)
+	if err != nil {
+		return outcome{}, err
+	}
+	for _, obj := range configs {
+		if secret, ok := obj.(*corev1.Secret); ok {
+			s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
+		}
+	}
+	admin := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.AdminCertSecret()}, admin); err != nil {
+		return outcome{}, fmt.Errorf("read admin certificate: %w", err)
+	}
+	kubeconfig, err := components.ClusterKubeconfig(s.in, admin)
+	if err != nil {
+		return outcome{}, err
+	}
+	if _, err := r.apply(ctx, append(configs, kubeconfig)...); err != nil {
+		return outcome{}, err
+	}
+	s.kubeconfig = kubeconfig.Data["value"]
+	return ready("Secret " + kubeconfig.Name + " holds the admin kubeconfig"), nil
+}
+
+func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
+	objs := components.Etcd(s.in)
+	wrote, err := r.apply(ctx, objs...)
+	if err != nil {
+		return outcome{}, err
+	}
+	if err := r.prune(ctx, s, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
+		return outcome{}, err
+	}
+	if wrote {
+		return rollingOut("etcd"), nil
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+		return outcome{}, err
+	}
+	want := s.in.EtcdReplicas()
+	st := sts.Status
+	if st.ObservedGeneration < sts.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want ||
+		st.Replicas != want || (st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision) {
+		return waiting(v1alpha1.ProgressingReason, "%d of %d etcd members ready, %d up to date",
+			st.ReadyReplicas, want, st.UpdatedReplicas), nil
+	}
+	return ready(fmt.Sprintf("%d etcd members ready", want)), nil
+}
+
+func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
+	wrote, err := r.apply(ctx, components.APIServer(s.in)...)
+	if err != nil || wrote {
+		return rollingOut("the API servers"), err
+	}
+	return r.deploymentsReady(ctx, s, s.in.APIServerName())
+}
+
+func (r *Reconciler) controllersPhase(ctx context.Context, s *scope) (outcome, error) {
+	wrote, err := r.apply(ctx, append(components.ControllerManager(s.in), components.Scheduler(s.in)...)...)
+	if err != nil || wrote {
+		return rollingOut("the controller manager and scheduler"), err
+	}
+	return r.deploymentsReady(ctx, s, s.in.ControllerManagerName(), s.in.SchedulerName())
+}
+
+// deploymentsReady is done when every named Deployment has rolled out: all
+// replicas updated and available, none of an old revision left.
+func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...string) (outcome, error) {
+	var progress []string
+	for _, name := range names {
+		d := &appsv1.Deployment{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: name}, d); err != nil {
+			return outcome{}, err
+		}
+		want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status
+		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
+			progress = append(progress, fmt.Sprintf("%s: %d of %d available, %d up to date", name, st.AvailableReplicas, want, st.UpdatedReplicas))
+		}
+	}
+	if len(progress) > 0 {
+		return waiting(v1alpha1.ProgressingReason, "%s", strings.Join(progress, "; ")), nil
+	}
+	return ready(strings.Join(names, ", ") + " rolled out"), nil
+}
+
+// prune deletes objects of list's kind that the control plane owns but no
+// longer renders among objs.
+func (r *Reconciler) prune(ctx context.Context, s *scope, list client.ObjectList, objs []client.Object) error {
+	keep := map[string]bool{}
+	for _, o := range objs {
+		keep[o.GetName()] = true
+	}
+	_, err := r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
+		client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name})
+	return err
+}
+
+// secretHash is a digest of a Secret's data in key order.
+func secretHash(data map[string][]byte) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		_, _ = h.Write([]byte(k))
+		_, _ = h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

@@ -1,0 +1,42 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Prober tells whether an API server answers through a kubeconfig.
+type Prober interface {
+	Probe(ctx context.Context, kubeconfig []byte) error
+}
+
+// ReadyzProber asks the API server's /readyz with the kubeconfig's
+// credentials, within a few seconds.
+type ReadyzProber struct{ Timeout time.Duration }
+
+// Probe returns nil when /readyz answers ok.
+func (p ReadyzProber) Probe(ctx context.Context, kubeconfig []byte) error {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("parse kubeconfig: %w", err)
+	}
+	cfg.Timeout = p.Timeout
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("GET %s/readyz: %w", cfg.Host, err)
+	}
+	if string(body) != "ok" {
+		return fmt.Errorf("GET %s/readyz: %s", cfg.Host, body)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+)
+
+// Finalizer holds a HostedControlPlane until the Secrets cert-manager issued
+// for it, which garbage collection cannot reach, are gone.
+const Finalizer = "hostedcontrolplane.controlplane.cluster.x-k8s.io"
+
+// How often an Available control plane is probed again, and how soon one
+// that is not yet answering is.
+const (
+	probeInterval = 2 * time.Minute
+	retryInterval = 15 * time.Second
+)
+
+// Reconciler keeps the objects of each HostedControlPlane as rendered.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads past the label-scoped cache, to find an object of the
+	// same name that someone else created.
+	APIReader client.Reader
+	Settings  components.Settings
+	Recorder  events.EventRecorder
+	// Prober tells whether the API server answers through a kubeconfig.
+	Prober Prober
+
+	applier *apply.Applier
+	watches *optionalWatches
+}
+
+// scope is what one pass over a control plane knows.
+type scope struct {
+	hcp     *v1alpha1.HostedControlPlane
+	cluster *clusterv1.Cluster
+	in      *components.Input
+	// kubeconfig is the admin kubeconfig, once written.
+	kubeconfig []byte
+}
+
+// Reconcile runs one pass over a HostedControlPlane.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	hcp := &v1alpha1.HostedControlPlane{}
+	if err := r.Client.Get(ctx, req.NamespacedName, hcp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.watches.ensure(ctx)
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, hcp.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("owner cluster: %w", err)
+	}
+	if cluster != nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hcp); err != nil || isPaused || requeue {
+			return ctrl.Result{Requeue: requeue}, err //nolint:staticcheck // Requeue is what EnsurePausedCondition asks for
+		}
+	}
+	helper, err := patch.NewHelper(hcp, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &scope{hcp: hcp, cluster: cluster}
+	defer func() {
+		r.updateStatus(ctx, s)
+		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("patch HostedControlPlane: %w", err)})
+		}
+	}()
+
+	if cluster == nil {
+		setCondition(hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason,
+			"waiting for a Cluster whose spec.controlPlaneRef names this control plane; Cluster API then sets the owner reference")
+		return ctrl.Result{}, nil
+	}
+	if !hcp.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(hcp, Finalizer) {
+		// Stored before anything is created, so nothing can outlive it.
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the phases in order until one is not done, then
+// probes the API server.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for i, p := range r.phases() {
+		out, err := p.run(ctx, s)
+		if err != nil {
+			out = failure(err)
+		}
+		setCondition(s.hcp, p.condition, boolStatus(out.done), out.reason, out.message)
+		if out.warn {
+			// A bad situation: say so, and retry with backoff.
+			r.Recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, p.condition, out.message)
+			return ctrl.Result{}, fmt.Errorf("%s: %s", out.reason, out.message)
+		}
+		if !out.done {
+			r.markWaiting(s.hcp, i)
+			break
+		}
+	}
+	available := r.probe(ctx, s)
+	if available {
+		return ctrl.Result{RequeueAfter: probeInterval}, nil
+	}
+	return ctrl.Result{RequeueAfter: retryInterval}, nil
+}
+
+// markWaiting gives conditions of phases after the i-th that were never set
+// a reason; those already set keep what they last observed.
+func (r *Reconciler) markWaiting(hcp *v1alpha1.HostedControlPlane, i int) {
+	phases := r.phases()
+	for _, later := range phases[i+1:] {
+		if conditions.Get(hcp, later.condition) == nil {
+			setCondition(hcp, later.condition, metav1.ConditionFalse, v1alpha1.WaitingReason,
+				"waiting for "+phases[i].condition)
+		}
+	}
+}
+
+func setCondition(hcp *v1alpha1.HostedControlPlane, t string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(hcp, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: hcp.Generation,
+	})
+}
+
+func boolStatus(ok bool) metav1.ConditionStatus {
+	if ok {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}

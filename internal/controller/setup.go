@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+)
+
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes;hostedcontrolplanes/status;hostedcontrolplanes/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=tlsroutes,verbs=get;list;watch;create;update;patch;delete
+
+// CacheOptions limit the manager's cache to the objects this controller
+// labels, so it holds the control planes' objects and nothing else of the
+// management cluster; only control planes and Clusters are cached whole. The
+// label selector is the default rather than per kind, so that kinds whose
+// CRDs arrive after the start (cert-manager's, Gateway API's) get it too.
+func CacheOptions() cache.Options {
+	all := cache.ByObject{Label: labels.Everything()}
+	return cache.Options{
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedBy}),
+		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
+	}
+}
+
+// SetupWithManager registers the controller and its watches. Kinds of
+// cert-manager and Gateway API are watched once their CRDs exist, which may
+// be after the controller starts. Gateways are not watched: they are not
+// ours, and a control plane waiting for one looks again every few seconds.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.applier = &apply.Applier{Client: r.Client, Reader: r.Client, LiveReader: r.APIReader, Owner: components.ManagedBy}
+	byLabel := handler.EnqueueRequestsFromMapFunc(mapByLabel)
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.HostedControlPlane{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		// Secrets cert-manager issues and pods carry our labels but no owner
+		// reference to the control plane.
+		Watches(&corev1.Secret{}, byLabel).
+		Watches(&corev1.Pod{}, byLabel).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(mapCluster)).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.HostedControlPlane{}, handler.OnlyControllerOwner())
+	r.watches = &optionalWatches{controller: c, cache: mgr.GetCache(), client: mgr.GetClient(), kinds: []optionalKind{
+		{obj: &cmv1.Certificate{}, handler: owner},
+		{obj: &cmv1.Issuer{}, handler: owner},
+		{obj: &gatewayv1.TLSRoute{}, handler: owner},
+	}}
+	return nil
+}
+
+func mapByLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[components.ControlPlaneLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func mapCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	cluster, ok := obj.(*clusterv1.Cluster)
+	if !ok {
+		return nil
+	}
+	ref := cluster.Spec.ControlPlaneRef
+	if ref.Kind != "HostedControlPlane" || ref.APIGroup != v1alpha1.GroupVersion.Group {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+}
+
+// optionalKind is a kind whose CRD may be installed after the controller
+// starts.
+type optionalKind struct {
+	obj     client.Object
+	handler handler.EventHandler
+	watched bool
+}
+
+// optionalWatches starts watching each optional kind once its CRD exists.
+type optionalWatches struct {
+	mu         sync.Mutex
+	controller controller.Controller
+	cache      cache.Cache
+	client     client.Client
+	kinds      []optionalKind
+	checked    time.Time
+}
+
+// ensure adds the watches whose CRDs have appeared. It looks at most every
+// few seconds, so a missing CRD does not cost a discovery call per reconcile.
+func (w *optionalWatches) ensure(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.checked) < 10*time.Second {
+		return
+	}
+	w.checked = time.Now()
+	for i := range w.kinds {
+		k := &w.kinds[i]
+		if k.watched {
+			continue
+		}
+		if _, err := w.client.IsObjectNamespaced(k.obj); err != nil {
+			continue // CRD not installed (yet)
+		}
+		if err := w.controller.Watch(source.Kind(w.cache, k.obj, k.handler)); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "watch", "kind", fmt.Sprintf("%T", k.obj))
+			continue
+		}
+		k.watched = true
+	}
+}

@@ -1,0 +1,84 @@
+package envtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Write is one write request the API server accepted or refused.
+type Write struct {
+	Verb     string
+	User     string
+	Resource string
+	Name     string
+	Code     int
+	At       time.Time
+}
+
+func (w Write) String() string {
+	return fmt.Sprintf("%s %s/%s by %s (%d)", w.Verb, w.Resource, w.Name, w.User, w.Code)
+}
+
+// configureAudit makes the API server log every write, so tests can count
+// what a component wrote.
+func (e *Env) configureAudit() error {
+	dir, err := os.MkdirTemp("", "hcp-audit-")
+	if err != nil {
+		return err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+`), 0o600); err != nil {
+		return err
+	}
+	e.auditLog = filepath.Join(dir, "audit.log")
+	e.env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", e.auditLog).
+		Set("audit-log-mode", "blocking")
+	return nil
+}
+
+// Writes are the writes user made since a time, oldest first.
+func (e *Env) Writes(user string, since time.Time) ([]Write, error) {
+	f, err := os.Open(e.auditLog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var writes []Write
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		var ev struct {
+			Verb      string
+			User      struct{ Username string }
+			ObjectRef struct {
+				Resource, Subresource, Name string
+			}
+			ResponseStatus           struct{ Code int }
+			RequestReceivedTimestamp time.Time
+		}
+		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		if ev.User.Username != user || ev.RequestReceivedTimestamp.Before(since) {
+			continue
+		}
+		resource := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			resource += "/" + ev.ObjectRef.Subresource
+		}
+		writes = append(writes, Write{ev.Verb, ev.User.Username, resource, ev.ObjectRef.Name, ev.ResponseStatus.Code, ev.RequestReceivedTimestamp})
+	}
+	return writes, scanner.Err()
+}

@@ -1,0 +1,166 @@
+package envtest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// hasEvent waits for a Warning event with reason about the control plane.
+func hasEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) {
+	t.Helper()
+	waitFor(t, "a "+reason+" event", func() error {
+		events := &eventsv1.EventList{}
+		if err := env.Client.List(testContext(t), events, client.InNamespace(hcp.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == hcp.Name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none %s", len(events.Items), reason)
+	})
+}
+
+// A missing Gateway, then one without a wildcard TLS passthrough listener,
+// each get a condition and an event; a proper Gateway is then used.
+func TestGatewayProblems(t *testing.T) {
+	ns := namespace(t)
+	cluster := newCluster(t, ns, "gw", 0)
+	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: ns}
+	})
+	c := waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.GatewayNotFoundReason)
+	assert.Equal(t, "Gateway "+ns+"/capi does not exist: create it with a TLS passthrough listener on a wildcard hostname", c.Message)
+	hasEvent(t, hcp, v1alpha1.GatewayNotFoundReason)
+
+	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "capi"}}
+	gw.Spec.GatewayClassName = "example"
+	gw.Spec.Listeners = []gatewayv1.Listener{{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("*.k8s.example.com"))}}
+	require.NoError(t, env.Client.Create(testContext(t), gw))
+	c = waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.GatewayListenerReason)
+	assert.Contains(t, c.Message, "has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname")
+	hasEvent(t, hcp, v1alpha1.GatewayListenerReason)
+
+	require.NoError(t, update(t, gw, func(g *gatewayv1.Gateway) {
+		g.Spec.Listeners = append(g.Spec.Listeners, gatewayv1.Listener{
+			Name: "tls", Protocol: gatewayv1.TLSProtocolType, Port: 8443, Hostname: ptr.To(gatewayv1.Hostname("*.k8s.example.com")),
+			TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModePassthrough)},
+		})
+	}))
+	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	host := "gw." + ns + ".k8s.example.com"
+	waitFor(t, "the gateway endpoint", func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		if hcp.Spec.ControlPlaneEndpoint != (clusterv1.APIEndpoint{Host: host, Port: 8443}) {
+			return fmt.Errorf("endpoint %+v", hcp.Spec.ControlPlaneEndpoint)
+		}
+		return nil
+	})
+	for name, hostname := range map[string]string{"gw-apiserver": host, "gw-konnectivity": "konnectivity." + host} {
+		route := get(t, &gatewayv1.TLSRoute{}, ns, name)
+		assert.Equal(t, []gatewayv1.Hostname{gatewayv1.Hostname(hostname)}, route.Spec.Hostnames)
+		assert.Equal(t, gatewayv1.SectionName("tls"), *route.Spec.ParentRefs[0].SectionName)
+	}
+	svc := get(t, &corev1.Service{}, ns, "gw-apiserver")
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "a gateway needs no load balancer")
+}
+
+// A Cluster without a service network stops the control plane with a
+// condition and an event until the network is set.
+func TestClusterWithoutNetwork(t *testing.T) {
+	ns := namespace(t)
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nonet"}}
+	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: "nonet"}
+	require.NoError(t, env.Client.Create(testContext(t), cluster))
+	hcp := newControlPlane(t, cluster, nil)
+	c := waitCondition(t, hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
+	assert.Contains(t, c.Message, "has no spec.clusterNetwork.services.cidrBlocks")
+	hasEvent(t, hcp, v1alpha1.ClusterNetworkMissingReason)
+	absent(t, &corev1.Service{}, ns, "nonet-apiserver")
+
+	require.NoError(t, update(t, cluster, func(c *clusterv1.Cluster) {
+		c.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.128.0.0/16"}
+	}))
+	waitCondition(t, hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	get(t, &corev1.Service{}, ns, "nonet-apiserver")
+}
+
+// An object of a name the control plane needs that someone else created is
+// never taken over: a condition and an event say so until it is gone.
+func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
+	ns := namespace(t)
+	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-apiserver", Labels: map[string]string{"owner": "someone-else"}}}
+	theirs.Spec.Ports = []corev1.ServicePort{{Name: "web", Port: 80}}
+	require.NoError(t, env.Client.Create(testContext(t), theirs))
+	before := theirs.DeepCopy()
+
+	cluster := newCluster(t, ns, "taken", 0)
+	hcp := newControlPlane(t, cluster, nil)
+	c := waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.ConflictReason)
+	assert.Equal(t, "Service "+ns+"/taken-apiserver exists and is not owned by this control plane; delete or rename it", c.Message)
+	hasEvent(t, hcp, v1alpha1.ConflictReason)
+
+	after := get(t, &corev1.Service{}, ns, "taken-apiserver")
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "their Service is untouched")
+	assert.Empty(t, after.OwnerReferences)
+
+	require.NoError(t, env.Client.Delete(testContext(t), after))
+	waitFor(t, "our Service replaces theirs", func() error {
+		svc := &corev1.Service{}
+		if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "taken-apiserver"}, svc); err != nil {
+			return err
+		}
+		if len(svc.OwnerReferences) == 0 || !strings.Contains(svc.Spec.Ports[0].Name, "https") {
+			return fmt.Errorf("not ours yet")
+		}
+		return nil
+	})
+}
+
+// Without cert-manager's CRDs the control plane waits with a condition and
+// an event, and carries on by itself once they are installed. This needs an
+// API server of its own, without those CRDs, and a controller for it.
+func TestCertManagerMissing(t *testing.T) {
+	own, err := StartWith(CAPICRDs, GatewayAPICRDs)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	ctrl, err := own.StartController(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
+
+	shared := env
+	env = own // the helpers talk to this API server for the rest of the test
+	t.Cleanup(func() { env = shared })
+
+	cluster := newCluster(t, namespace(t), "nocm", 0)
+	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "nocm.example.com", Port: 443}
+	})
+	c := waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionFalse, v1alpha1.CertManagerMissingReason)
+	assert.Equal(t, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying", c.Message)
+	hasEvent(t, hcp, v1alpha1.CertManagerMissingReason)
+
+	require.NoError(t, own.InstallCRDs(CertManagerCRDs))
+	// No cert-manager controllers run against this API server: the
+	// certificates are requested and wait to be issued.
+	c = waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionFalse, v1alpha1.IssuingReason)
+	assert.Contains(t, c.Message, "waiting for cert-manager to issue 16 of 16 certificates: nocm-ca, ")
+}

@@ -1,0 +1,187 @@
+package envtest
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// newCluster creates a Cluster whose control plane is the HostedControlPlane
+// of the same name, with the API server port given (0 for the default).
+func newCluster(t *testing.T, ns, name string, port int32) *clusterv1.Cluster {
+	t.Helper()
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	c.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.96.0.0/12"}
+	c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"192.168.0.0/16"}
+	c.Spec.ClusterNetwork.APIServerPort = port
+	c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{
+		APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: name,
+	}
+	require.NoError(t, env.Client.Create(testContext(t), c))
+	return c
+}
+
+// newControlPlane creates the HostedControlPlane of cluster. No Cluster API
+// core controller runs here, so the test sets the owner reference to the
+// Cluster that Cluster API would set.
+func newControlPlane(t *testing.T, cluster *clusterv1.Cluster, change func(*v1alpha1.HostedControlPlane)) *v1alpha1.HostedControlPlane {
+	t.Helper()
+	hcp := &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cluster.Namespace, Name: cluster.Name,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+		}},
+	}}
+	hcp.Spec.Version = "v1.36.3"
+	if change != nil {
+		change(hcp)
+	}
+	require.NoError(t, env.Client.Create(testContext(t), hcp))
+	return hcp
+}
+
+// waitFor polls for up to a minute until check passes, failing with its
+// last complaint.
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	const timeout = time.Minute
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not so after %s: %v", what, timeout, err)
+}
+
+// waitCondition waits until the control plane's condition has status and a
+// reason, returning the condition.
+func waitCondition(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	t.Helper()
+	var got *metav1.Condition
+	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		got = conditions.Get(hcp, condition)
+		if got == nil || got.Status != status || got.Reason != reason {
+			return fmt.Errorf("condition is %+v", got)
+		}
+		return nil
+	})
+	return got
+}
+
+// get waits for an object to exist and reads it.
+func get[T client.Object](t *testing.T, obj T, ns, name string) T {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%T %s/%s exists", obj, ns, name), func() error {
+		return env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	})
+	return obj
+}
+
+// absent fails when the object exists.
+func absent(t *testing.T, obj client.Object, ns, name string) {
+	t.Helper()
+	err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	require.Error(t, err, "%T %s/%s must not exist yet", obj, ns, name)
+}
+
+// Where envtest has no kube-controller-manager, no scheduler and no kubelet,
+// the test plays them: it writes the status their controllers would write
+// once the pods run.
+
+func rollOutStatefulSet(t *testing.T, ns, name string) {
+	t.Helper()
+	sts := get(t, &appsv1.StatefulSet{}, ns, name)
+	updateStatus(t, sts, func(s *appsv1.StatefulSet) {
+		n := ptr.Deref(s.Spec.Replicas, 1)
+		s.Status = appsv1.StatefulSetStatus{
+			ObservedGeneration: s.Generation, Replicas: n, ReadyReplicas: n, CurrentReplicas: n, UpdatedReplicas: n,
+			AvailableReplicas: n, CurrentRevision: fmt.Sprintf("rev-%d", s.Generation), UpdateRevision: fmt.Sprintf("rev-%d", s.Generation),
+		}
+	})
+}
+
+func rollOutDeployment(t *testing.T, ns, name string) {
+	t.Helper()
+	d := get(t, &appsv1.Deployment{}, ns, name)
+	updateStatus(t, d, func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, AvailableReplicas: n,
+		}
+	})
+}
+
+// runningPod creates a ready pod of the API server at version, as the
+// Deployment controller, the scheduler and a kubelet would.
+func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version string) {
+	t.Helper()
+	d := get(t, &appsv1.Deployment{}, hcp.Namespace, hcp.Name+"-apiserver")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, Name: name, Labels: d.Spec.Template.Labels}}
+	pod.Labels["controlplane.cluster.x-k8s.io/kubernetes-version"] = version
+	pod.Spec.Containers = []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:" + version}}
+	require.NoError(t, env.Client.Create(testContext(t), pod))
+	updateStatus(t, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	})
+}
+
+// reconciles is how many passes the controller has finished, and whether it
+// is idle now (nothing queued, no pass running).
+func reconciles(t *testing.T) (total float64, idle bool) {
+	t.Helper()
+	resp, err := http.Get(controller.MetricsURL)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	busy := 0.0
+	scanner := bufio.NewScanner(resp.Body)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.Contains(line, `"hostedcontrolplane"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		value, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
+		switch {
+		case strings.HasPrefix(line, "controller_runtime_reconcile_total{"):
+			total += value
+		case strings.HasPrefix(line, "controller_runtime_active_workers{"), strings.HasPrefix(line, "workqueue_depth{"):
+			busy += value
+		}
+	}
+	return total, busy == 0
+}
+
+// writeSecretFiles writes each key of a Secret as a file in dir.
+func writeSecretFiles(t *testing.T, ns, name, dir string) {
+	t.Helper()
+	secret := get(t, &corev1.Secret{}, ns, name)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	for k, v := range secret.Data {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, k), v, 0o600))
+	}
+}

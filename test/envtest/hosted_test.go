@@ -1,0 +1,93 @@
+package envtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// runHostedAPIServer runs, as processes on 127.0.0.1, what a kubelet would run
+// for a control plane: an etcd serving the etcd certificate cert-manager
+// issued, and a kube-apiserver v1.36.3 with exactly the flags and mounted
+// Secrets of the Deployment the controller rendered. Only addresses change:
+// the pod IP and the etcd Service become 127.0.0.1, the secure port becomes
+// port.
+func runHostedAPIServer(t *testing.T, ns, cluster string, port int) {
+	t.Helper()
+	bin := os.Getenv("KUBEBUILDER_ASSETS")
+	dir := t.TempDir()
+	etcdPort, peerPort := freePort(t), freePort(t)
+
+	certs := filepath.Join(dir, "etcd-pki")
+	writeSecretFiles(t, ns, cluster+"-etcd-server", certs)
+	etcd, err := StartProcess(filepath.Join(bin, "etcd"), nil,
+		"--name=member", "--data-dir="+filepath.Join(dir, "etcd-data"),
+		fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d", etcdPort),
+		fmt.Sprintf("--advertise-client-urls=https://127.0.0.1:%d", etcdPort),
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", peerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peerPort),
+		fmt.Sprintf("--initial-cluster=member=http://127.0.0.1:%d", peerPort),
+		"--listen-metrics-urls=http://127.0.0.1:0",
+		"--client-cert-auth", "--trusted-ca-file="+certs+"/ca.crt",
+		"--cert-file="+certs+"/tls.crt", "--key-file="+certs+"/tls.key")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = etcd.Stop(10 * time.Second) })
+
+	d := get(t, &appsv1.Deployment{}, ns, cluster+"-apiserver")
+	pod := d.Spec.Template.Spec
+	var api corev1.Container
+	for _, c := range pod.Containers {
+		if c.Name == "kube-apiserver" {
+			api = c
+		}
+	}
+	args := mountInto(t, ns, dir, pod.Volumes, api)
+	args = append(args,
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
+		fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", etcdPort))
+	apiserver, err := StartProcess(filepath.Join(bin, "kube-apiserver"), nil, args...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = apiserver.Stop(20 * time.Second) })
+}
+
+// mountInto writes the Secrets a container mounts under dir and returns its
+// arguments with mount paths moved there and the pod IP set to 127.0.0.1.
+func mountInto(t *testing.T, ns, dir string, volumes []corev1.Volume, c corev1.Container) []string {
+	t.Helper()
+	secrets := map[string]string{}
+	for _, v := range volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	replace := []string{"$(POD_IP)", "127.0.0.1"}
+	for _, m := range c.VolumeMounts {
+		local := filepath.Join(dir, m.MountPath)
+		if secret, ok := secrets[m.Name]; ok {
+			writeSecretFiles(t, ns, secret, local)
+		} else {
+			require.NoError(t, os.MkdirAll(local, 0o700))
+		}
+		replace = append(replace, m.MountPath+"/", local+"/")
+	}
+	r := strings.NewReplacer(replace...)
+	args := make([]string, 0, len(c.Args))
+	for _, a := range c.Args {
+		args = append(args, r.Replace(a))
+	}
+	return args
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := FreePort()
+	require.NoError(t, err)
+	return p
+}
