@@ -32,8 +32,6 @@ const (
 	// gateTimeout bounds a gate's whole check, so that a hook answers well
 	// within its own timeout even when etcd does not.
 	gateTimeout = 5 * time.Second
-
-	availableCondition = "Available"
 )
 
 // Handlers serve the lifecycle hooks.
@@ -123,7 +121,7 @@ func (h *Handlers) availability(ctx context.Context, name types.NamespacedName) 
 		}
 		return fmt.Sprintf("cannot read HostedControlPlane %s: %v", name, err)
 	}
-	c := meta.FindStatusCondition(hcp.Status.Conditions, availableCondition)
+	c := meta.FindStatusCondition(hcp.Status.Conditions, v1alpha1.AvailableCondition)
 	switch {
 	case c == nil:
 		return fmt.Sprintf("HostedControlPlane %s reports no Available condition yet", name)

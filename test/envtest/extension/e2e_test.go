@@ -106,6 +106,7 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 	// Gateway in the test's namespace.
 	require.NoError(t, unstructured.SetNestedField(cluster.Object, "v1.35.2", "spec", "topology", "version"))
 	setVariable(t, cluster, topology.VarGatewayNamespace, gwNS)
+	pauseControlPlane(t, cluster)
 	require.NoError(t, k8s.Create(ctx, cluster))
 	key := types.NamespacedName{Namespace: ns, Name: cluster.GetName()}
 
@@ -114,6 +115,15 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 		return getControlPlane(ctx, key, hcp)
 	})
 	assertPatchedControlPlane(t, hcp, gwNS)
+	eventually(t, time.Minute, "the controller pauses on the control plane", func() error {
+		if err := getControlPlane(ctx, key, hcp); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(hcp.Status.Conditions, clusterv1.PausedCondition) {
+			return fmt.Errorf("conditions %+v", hcp.Status.Conditions)
+		}
+		return nil
+	})
 	assertInfrastructureEndpoint(t, key, fmt.Sprintf("hosted-demo.%s.k8s.example.com", ns))
 
 	// Three members are enough to hold and release an upgrade; the gate
@@ -289,21 +299,32 @@ func assertInfrastructureEndpoint(t *testing.T, cluster types.NamespacedName, ho
 	assert.Equal(t, map[string]any{"host": host, "port": int64(443)}, endpoint)
 }
 
-// markRunning reports the control plane as running version and Available.
-// No controller reconciles HostedControlPlanes yet, so the test plays its
-// part in the contract Cluster API reads.
+// markRunning reports the control plane as running version and Available,
+// the part of the contract Cluster API reads. The controller is paused on
+// this control plane (see pauseControlPlane): no kubelet runs its pods here.
 func markRunning(t *testing.T, hcp *v1alpha1.HostedControlPlane, version string) {
 	t.Helper()
-	require.NoError(t, k8s.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
-	hcp.Status.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: 3}}
-	hcp.Status.Replicas, hcp.Status.ReadyReplicas, hcp.Status.AvailableReplicas, hcp.Status.UpToDateReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3)
-	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	hcp.Status.ExternalManagedControlPlane = ptr.To(true)
-	hcp.Status.ObservedGeneration = hcp.Generation
-	meta.SetStatusCondition(&hcp.Status.Conditions, metav1.Condition{
-		Type: "Available", Status: metav1.ConditionTrue, Reason: "Available", ObservedGeneration: hcp.Generation,
+	updateStatus(t, hcp, func() {
+		st := &hcp.Status
+		st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: 3}}
+		st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.UpToDateReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3)
+		st.Initialization.ControlPlaneInitialized = ptr.To(true)
+		st.ExternalManagedControlPlane = ptr.To(true)
+		st.ObservedGeneration = hcp.Generation
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: v1alpha1.AvailableCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason, ObservedGeneration: hcp.Generation,
+		})
 	})
-	require.NoError(t, k8s.Status().Update(testContext(t), hcp))
+}
+
+// pauseControlPlane has Cluster API create the control plane with the
+// contract's paused annotation, which the controller honours: its etcd and
+// API server pods cannot run in this test (no kubelet), so the test reports
+// their status itself instead of the controller reporting them missing.
+func pauseControlPlane(t *testing.T, cluster *unstructured.Unstructured) {
+	t.Helper()
+	require.NoError(t, unstructured.SetNestedStringMap(cluster.Object, map[string]string{clusterv1.PausedAnnotation: ""},
+		"spec", "topology", "controlPlane", "metadata", "annotations"))
 }
 
 func upgrade(t *testing.T, cluster types.NamespacedName, version string) {

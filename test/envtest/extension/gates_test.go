@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -128,13 +129,28 @@ func createHostedControlPlane(t testing.TB, ns, name string) *v1alpha1.HostedCon
 	return hcp
 }
 
-// setAvailable sets the Available condition of a HostedControlPlane. No
-// controller reconciles HostedControlPlanes yet, so the tests play its part.
+// setAvailable sets the Available condition of a HostedControlPlane. The
+// controller cannot make it Available here: no kubelet runs its pods. A
+// control plane without an owner Cluster, as here, only gets the controller's
+// ClusterReady condition, so the test plays the rest of its part.
 func setAvailable(t testing.TB, hcp *v1alpha1.HostedControlPlane, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
-	require.NoError(t, k8s.Get(testContext(t), types.NamespacedName{Namespace: hcp.Namespace, Name: hcp.Name}, hcp))
-	meta.SetStatusCondition(&hcp.Status.Conditions, metav1.Condition{
-		Type: "Available", Status: status, Reason: reason, Message: message, ObservedGeneration: hcp.Generation,
+	updateStatus(t, hcp, func() {
+		meta.SetStatusCondition(&hcp.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.AvailableCondition, Status: status, Reason: reason, Message: message, ObservedGeneration: hcp.Generation,
+		})
 	})
-	require.NoError(t, k8s.Status().Update(testContext(t), hcp))
+}
+
+// updateStatus changes the status of a HostedControlPlane, again on a
+// conflict with the controller's own writes.
+func updateStatus(t testing.TB, hcp *v1alpha1.HostedControlPlane, change func()) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(testContext(t), types.NamespacedName{Namespace: hcp.Namespace, Name: hcp.Name}, hcp); err != nil {
+			return err
+		}
+		change()
+		return k8s.Status().Update(testContext(t), hcp)
+	}))
 }
