@@ -106,7 +106,6 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 	// Gateway in the test's namespace.
 	require.NoError(t, unstructured.SetNestedField(cluster.Object, "v1.35.2", "spec", "topology", "version"))
 	setVariable(t, cluster, topology.VarGatewayNamespace, gwNS)
-	pauseControlPlane(t, cluster)
 	require.NoError(t, k8s.Create(ctx, cluster))
 	key := types.NamespacedName{Namespace: ns, Name: cluster.GetName()}
 
@@ -115,15 +114,6 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 		return getControlPlane(ctx, key, hcp)
 	})
 	assertPatchedControlPlane(t, hcp, gwNS)
-	eventually(t, time.Minute, "the controller pauses on the control plane", func() error {
-		if err := getControlPlane(ctx, key, hcp); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(hcp.Status.Conditions, clusterv1.PausedCondition) {
-			return fmt.Errorf("conditions %+v", hcp.Status.Conditions)
-		}
-		return nil
-	})
 	assertInfrastructureEndpoint(t, key, fmt.Sprintf("hosted-demo.%s.k8s.example.com", ns))
 
 	// Three members are enough to hold and release an upgrade; the gate
@@ -300,8 +290,8 @@ func assertInfrastructureEndpoint(t *testing.T, cluster types.NamespacedName, ho
 }
 
 // markRunning reports the control plane as running version and Available,
-// the part of the contract Cluster API reads. The controller is paused on
-// this control plane (see pauseControlPlane): no kubelet runs its pods here.
+// the part of the contract Cluster API reads. No reconciler runs in these
+// tests (see startAdmission): the control plane's pods cannot run here.
 func markRunning(t *testing.T, hcp *v1alpha1.HostedControlPlane, version string) {
 	t.Helper()
 	updateStatus(t, hcp, func() {
@@ -315,16 +305,6 @@ func markRunning(t *testing.T, hcp *v1alpha1.HostedControlPlane, version string)
 			Type: v1alpha1.AvailableCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason, ObservedGeneration: hcp.Generation,
 		})
 	})
-}
-
-// pauseControlPlane has Cluster API create the control plane with the
-// contract's paused annotation, which the controller honours: its etcd and
-// API server pods cannot run in this test (no kubelet), so the test reports
-// their status itself instead of the controller reporting them missing.
-func pauseControlPlane(t *testing.T, cluster *unstructured.Unstructured) {
-	t.Helper()
-	require.NoError(t, unstructured.SetNestedStringMap(cluster.Object, map[string]string{clusterv1.PausedAnnotation: ""},
-		"spec", "topology", "controlPlane", "metadata", "annotations"))
 }
 
 func upgrade(t *testing.T, cluster types.NamespacedName, version string) {

@@ -129,10 +129,9 @@ func createHostedControlPlane(t testing.TB, ns, name string) *v1alpha1.HostedCon
 	return hcp
 }
 
-// setAvailable sets the Available condition of a HostedControlPlane. The
-// controller cannot make it Available here: no kubelet runs its pods. A
-// control plane without an owner Cluster, as here, only gets the controller's
-// ClusterReady condition, so the test plays the rest of its part.
+// setAvailable sets the Available condition of a HostedControlPlane, as the
+// controller would once its API server answers; no reconciler runs in these
+// tests (see startAdmission).
 func setAvailable(t testing.TB, hcp *v1alpha1.HostedControlPlane, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
 	updateStatus(t, hcp, func() {
@@ -143,7 +142,7 @@ func setAvailable(t testing.TB, hcp *v1alpha1.HostedControlPlane, status metav1.
 }
 
 // updateStatus changes the status of a HostedControlPlane, again on a
-// conflict with the controller's own writes.
+// conflict with another writer (Cluster API adds owner references).
 func updateStatus(t testing.TB, hcp *v1alpha1.HostedControlPlane, change func()) {
 	t.Helper()
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {

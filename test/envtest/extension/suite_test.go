@@ -17,15 +17,19 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
 // The environment every test and benchmark of this package shares: the API
-// server, the real controller serving the HostedControlPlane admission
-// webhooks, and the real extension binary. The Cluster API manager starts
-// with the first test that needs it (see capiManager).
+// server, the HostedControlPlane admission webhooks, and the real extension
+// binary. The Cluster API manager starts with the first test that needs it
+// (see capiManager).
 var (
 	env       *envtest.Env
 	k8s       client.Client
@@ -68,11 +72,9 @@ func setUp() error {
 		return err
 	}
 	stopFuncs = append(stopFuncs, func() error { return os.RemoveAll(binDir) })
-	controller, err := env.StartController(binDir)
-	if err != nil {
+	if err := startAdmission(); err != nil {
 		return err
 	}
-	stopFuncs = append(stopFuncs, func() error { return controller.Stop(30 * time.Second) })
 	if err := applyFile(filepath.Join(env.Root, "test", "envtest", "extension", "testdata", "infrastructure.yaml"), ""); err != nil {
 		return err
 	}
@@ -84,6 +86,41 @@ func setUp() error {
 	}
 	stopFuncs = append(stopFuncs, func() error { return ext.Stop(30 * time.Second) })
 	return nil
+}
+
+// startAdmission serves the provider's admission webhooks (internal/webhooks,
+// as cmd/controller serves them) where the API server calls them, without
+// the reconciler: the hosted control planes' pods cannot run in these tests
+// (no kubelet), so the tests report the status the controller would, and a
+// reconciler reporting the pods missing would contradict them.
+func startAdmission() error {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: "127.0.0.1", Port: env.WebhookPort(), CertDir: env.WebhookCertDir(),
+		}),
+	})
+	if err != nil {
+		return err
+	}
+	if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (webhooks.HostedControlPlaneTemplate{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopFuncs = append(stopFuncs, func() error { cancel(); return <-done })
+	for range 100 {
+		if mgr.GetWebhookServer().StartedChecker()(nil) == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the admission webhooks did not start")
 }
 
 func scheme() *k8sruntime.Scheme {
