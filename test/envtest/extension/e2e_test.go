@@ -125,6 +125,30 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 		return logged("Control plane initialized", ns)
 	})
 
+	upgradeWaitsForEtcd(ctx, t, key, hcp, etcd)
+
+	markRunning(t, hcp, "v1.36.3")
+	eventually(t, time.Minute, "AfterControlPlaneUpgrade reaches the extension", func() error {
+		return logged("Control plane upgraded", ns)
+	})
+
+	require.NoError(t, k8s.Delete(ctx, cluster))
+	eventually(t, 2*time.Minute, "the Cluster is deleted after BeforeClusterDelete", func() error {
+		if err := logged("Cluster is being deleted, closed its etcd connections", ns); err != nil {
+			return err
+		}
+		if err := k8s.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Cluster is still there (%w)", err)
+		}
+		return nil
+	})
+}
+
+// upgradeWaitsForEtcd stops an etcd member, upgrades the Cluster, sees the
+// upgrade held (Cluster API asking again and again), then starts the member
+// and sees the control plane get the new version.
+func upgradeWaitsForEtcd(ctx context.Context, t *testing.T, key types.NamespacedName, hcp *v1alpha1.HostedControlPlane, etcd *etcdCluster) {
+	t.Helper()
 	etcd.stop(2)
 	upgrade(t, key, "v1.36.3")
 	hold := fmt.Sprintf("holding the upgrade to v1.36.3 until the control plane is healthy: etcd: no answer from %s; member member-2 does not answer",
@@ -153,24 +177,8 @@ func TestClusterClassTopologyAndUpgradeGate(t *testing.T) {
 		}
 		return nil
 	})
-	assert.NoError(t, logged("Control plane is healthy, allowing the upgrade to v1.36.3", ns))
-	assert.NoError(t, logged("Control plane is healthy, allowing the control plane upgrade to v1.36.3", ns))
-
-	markRunning(t, hcp, "v1.36.3")
-	eventually(t, time.Minute, "AfterControlPlaneUpgrade reaches the extension", func() error {
-		return logged("Control plane upgraded", ns)
-	})
-
-	require.NoError(t, k8s.Delete(ctx, cluster))
-	eventually(t, 2*time.Minute, "the Cluster is deleted after BeforeClusterDelete", func() error {
-		if err := logged("Cluster is being deleted, closed its etcd connections", ns); err != nil {
-			return err
-		}
-		if err := k8s.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Cluster is still there (%w)", err)
-		}
-		return nil
-	})
+	assert.NoError(t, logged("Control plane is healthy, allowing the upgrade to v1.36.3", key.Namespace))
+	assert.NoError(t, logged("Control plane is healthy, allowing the control plane upgrade to v1.36.3", key.Namespace))
 }
 
 // Impossible variables stop the topology with ValidateTopology's message,
