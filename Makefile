@@ -83,8 +83,9 @@ envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apise
 	go test -count=1 ./test/envtest/... -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: bench
-bench: kube-binaries ## Latency figures of the extension's hooks (p99 of GeneratePatches and of the etcd upgrade gate).
-	go test -count=1 -run '^$$' -bench . -benchtime 300x ./test/envtest/extension 2>&1 | tee $(BIN)/bench.log | grep -E '^(BENCH|Benchmark|ok|FAIL|panic)' || (tail -50 $(BIN)/bench.log; exit 1)
+bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI): controller, then extension hooks.
+	go test ./test/envtest/bench -run '^$$' -bench . -benchtime 1x -timeout 30m 2>&1 | tee $(BIN)/bench.log | grep -E '^(BENCH|ok|FAIL|---)'
+	go test -count=1 ./test/envtest/extension -run '^$$' -bench . -benchtime 300x 2>&1 | tee $(BIN)/bench-extension.log | grep -E '^(BENCH|ok|FAIL|---)'
 
 ##@ Tools (built from source, cached in bin/)
 

@@ -41,4 +41,5 @@ const (
 	WaitingReason               = "WaitingForPreviousPhase"
 	NotAnsweringReason          = "NotAnswering"
 	DeletingReason              = "Deleting"
+	EtcdMembershipReason        = "EtcdMembershipChange"
 )

@@ -132,7 +132,9 @@ type HostedControlPlaneInitializationStatus struct {
 
 // EtcdStatus reports the hosted etcd cluster.
 type EtcdStatus struct {
-	// members are the names of the etcd cluster's members.
+	// members are the names of the members the etcd cluster runs, ready or
+	// not; admission keeps spec.etcd.replicas from going below their count
+	// without consent.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

@@ -102,13 +102,8 @@ func run(ctx context.Context, cfg settings.Controller) error {
 	}
 	rendering := components.DefaultSettings()
 	rendering.ControllerNamespace = cfg.Namespace
-	reconciler := &controller.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Settings:  rendering,
-		Recorder:  mgr.GetEventRecorder("hosted-control-plane-controller"),
-		Prober:    controller.ReadyzProber{Timeout: 5 * time.Second},
-	}
+	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering,
+		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second})
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}

@@ -25,12 +25,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}
-	err := r.Client.List(ctx, certs, mine...)
+	err := r.client.List(ctx, certs, mine...)
 	if err != nil && !apimeta.IsNoMatchError(err) {
 		return ctrl.Result{}, fmt.Errorf("list certificates: %w", err)
 	}
 	for i := range certs.Items {
-		if err := r.Client.Delete(ctx, &certs.Items[i]); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Delete(ctx, &certs.Items[i]); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete certificate %s: %w", certs.Items[i].Name, err)
 		}
 	}
@@ -39,7 +39,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 
 	secrets := &corev1.SecretList{}
-	if err := r.Client.List(ctx, secrets, mine...); err != nil {
+	if err := r.client.List(ctx, secrets, mine...); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list secrets: %w", err)
 	}
 	for i := range secrets.Items {
@@ -47,7 +47,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		if metav1.GetControllerOfNoCopy(secret) != nil {
 			continue // owned: garbage collection takes it
 		}
-		if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", secret.Name, err)
 		}
 	}

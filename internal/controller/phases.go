@@ -88,7 +88,7 @@ var ownedConditions = []string{
 }
 
 func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) {
-	in, err := components.NewInput(s.hcp, s.cluster, r.Settings)
+	in, err := components.NewInput(s.hcp, s.cluster, r.settings)
 	if err != nil {
 		return problem(v1alpha1.ClusterNetworkMissingReason, "%v", err), nil
 	}
@@ -121,7 +121,7 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 	if gw := spec.Gateway; gw != nil {
 		// Gateways are not ours and not in the label-scoped cache.
 		gateway := &gatewayv1.Gateway{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
 		if apierrors.IsNotFound(err) {
 			return problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
 		}
@@ -157,7 +157,7 @@ func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, boo
 	}
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}
-	if err := r.Client.Get(ctx, key, svc); err != nil {
+	if err := r.client.Get(ctx, key, svc); err != nil {
 		return "", 0, false
 	}
 	return components.ServiceEndpoint(s.hcp, svc)
@@ -175,12 +175,12 @@ func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, 
 			continue
 		}
 		cert := &cmv1.Certificate{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cert); err != nil || !certificateReady(cert) {
+		if err := r.client.Get(ctx, client.ObjectKeyFromObject(want), cert); err != nil || !certificateReady(cert) {
 			pending = append(pending, want.Name)
 			continue
 		}
 		secret := &corev1.Secret{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: want.Namespace, Name: want.Spec.SecretName}, secret); err != nil {
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: want.Namespace, Name: want.Spec.SecretName}, secret); err != nil {
 			pending = append(pending, want.Name)
 			continue
 		}
@@ -223,7 +223,7 @@ func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, er
 		}
 	}
 	admin := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.AdminCertSecret()}, admin); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.AdminCertSecret()}, admin); err != nil {
 		return outcome{}, fmt.Errorf("read admin certificate: %w", err)
 	}
 	kubeconfig, err := components.ClusterKubeconfig(s.in, admin)
@@ -238,6 +238,9 @@ func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, er
 }
 
 func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
+	if out, changing := r.etcdMembershipChange(ctx, s); changing {
+		return out, nil
+	}
 	objs := components.Etcd(s.in)
 	wrote, err := r.apply(ctx, objs...)
 	if err != nil {
@@ -250,7 +253,7 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 		return rollingOut("etcd"), nil
 	}
 	sts := &appsv1.StatefulSet{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
 		return outcome{}, err
 	}
 	want := s.in.EtcdReplicas()
@@ -261,6 +264,24 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 			st.ReadyReplicas, want, st.UpdatedReplicas), nil
 	}
 	return ready(fmt.Sprintf("%d etcd members ready", want)), nil
+}
+
+// etcdMembershipChange refuses to resize a running etcd: new members must be
+// added to the cluster before they start, and removed members removed from
+// it, which this controller does not do yet. Scaling the StatefulSet alone
+// would break quorum or start members that cannot join.
+func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcome, bool) {
+	sts := &appsv1.StatefulSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+		return outcome{}, false
+	}
+	have, want := ptr.Deref(sts.Spec.Replicas, 0), s.in.EtcdReplicas()
+	if have == want {
+		return outcome{}, false
+	}
+	return problem(v1alpha1.EtcdMembershipReason,
+		"etcd runs %d members and spec.etcd.replicas asks for %d: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to %d",
+		have, want, have), true
 }
 
 func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
@@ -285,7 +306,7 @@ func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...st
 	var progress []string
 	for _, name := range names {
 		d := &appsv1.Deployment{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: name}, d); err != nil {
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: name}, d); err != nil {
 			return outcome{}, err
 		}
 		want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status

@@ -36,17 +36,26 @@ const (
 
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
 type Reconciler struct {
-	Client client.Client
-	// APIReader reads past the label-scoped cache, to find an object of the
-	// same name that someone else created.
-	APIReader client.Reader
-	Settings  components.Settings
-	Recorder  events.EventRecorder
-	// Prober tells whether the API server answers through a kubeconfig.
-	Prober Prober
+	client client.Client
+	// apiReader reads past the label-scoped cache: Gateways, which are not
+	// ours, and objects of our names that someone else created.
+	apiReader client.Reader
+	settings  components.Settings
+	recorder  events.EventRecorder
+	// prober tells whether the API server answers through a kubeconfig.
+	prober Prober
 
 	applier *apply.Applier
 	watches *optionalWatches
+}
+
+// NewReconciler returns a Reconciler that reads through c, normally backed
+// by the manager's label-scoped cache, and past it through apiReader.
+func NewReconciler(c client.Client, apiReader client.Reader, settings components.Settings, recorder events.EventRecorder, prober Prober) *Reconciler {
+	return &Reconciler{
+		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober,
+		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: components.ManagedBy},
+	}
 }
 
 // scope is what one pass over a control plane knows.
@@ -61,20 +70,20 @@ type scope struct {
 // Reconcile runs one pass over a HostedControlPlane.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	hcp := &v1alpha1.HostedControlPlane{}
-	if err := r.Client.Get(ctx, req.NamespacedName, hcp); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, hcp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.watches.ensure(ctx)
-	cluster, err := util.GetOwnerCluster(ctx, r.Client, hcp.ObjectMeta)
+	cluster, err := util.GetOwnerCluster(ctx, r.client, hcp.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("owner cluster: %w", err)
 	}
 	if cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hcp); err != nil || isPaused || requeue {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.client, cluster, hcp); err != nil || isPaused || requeue {
 			return ctrl.Result{Requeue: requeue}, err //nolint:staticcheck // Requeue is what EnsurePausedCondition asks for
 		}
 	}
-	helper, err := patch.NewHelper(hcp, r.Client)
+	helper, err := patch.NewHelper(hcp, r.client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -112,7 +121,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		setCondition(s.hcp, p.condition, boolStatus(out.done), out.reason, out.message)
 		if out.warn {
 			// A bad situation: say so, and retry with backoff.
-			r.Recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, p.condition, out.message)
+			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, p.condition, out.message)
 			return ctrl.Result{}, fmt.Errorf("%s: %s", out.reason, out.message)
 		}
 		if !out.done {

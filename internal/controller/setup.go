@@ -23,7 +23,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 )
 
@@ -56,7 +55,6 @@ func CacheOptions() cache.Options {
 // be after the controller starts. Gateways are not watched: they are not
 // ours, and a control plane waiting for one looks again every few seconds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.applier = &apply.Applier{Client: r.Client, Reader: r.Client, LiveReader: r.APIReader, Owner: components.ManagedBy}
 	byLabel := handler.EnqueueRequestsFromMapFunc(mapByLabel)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.HostedControlPlane{}).
@@ -124,6 +122,9 @@ type optionalWatches struct {
 // ensure adds the watches whose CRDs have appeared. It looks at most every
 // few seconds, so a missing CRD does not cost a discovery call per reconcile.
 func (w *optionalWatches) ensure(ctx context.Context) {
+	if w == nil {
+		return // not set up with a manager: nothing watches
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if time.Since(w.checked) < 10*time.Second {

@@ -2,7 +2,7 @@ package controller
 
 import (
 	"context"
-	"slices"
+	"fmt"
 
 	"github.com/blang/semver/v4"
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,7 +28,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	st.Etcd.VolumeSize = ptr.To(s.in.EtcdVolumeSize())
 
 	d := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
 		st.Replicas = ptr.To(d.Status.Replicas)
 		st.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
 		st.AvailableReplicas = ptr.To(d.Status.AvailableReplicas)
@@ -38,14 +38,14 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
 		st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 	}
-	st.Etcd.Members = r.readyPods(ctx, s, components.EtcdComponent)
+	st.Etcd.Members = r.etcdMembers(ctx, s)
 }
 
 // runningVersion is the oldest version a ready API server pod runs, and how
 // many are ready. It moves to a new version only once every ready pod runs it.
 func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int32) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
+	if err := r.client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
 		client.MatchingLabels(s.in.Selector(components.APIServerComponent))); err != nil {
 		return "", 0
 	}
@@ -66,19 +66,17 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 	return raw, n
 }
 
-// readyPods are the names of the ready pods of component, sorted.
-func (r *Reconciler) readyPods(ctx context.Context, s *scope, component string) []string {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(component))); err != nil {
-		return nil
+// etcdMembers are the members the etcd StatefulSet runs, whether ready or
+// not: the running size admission protects.
+func (r *Reconciler) etcdMembers(ctx context.Context, s *scope) []string {
+	sts := &appsv1.StatefulSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+		return s.hcp.Status.Etcd.Members
 	}
-	var names []string
-	for i := range pods.Items {
-		if podReady(&pods.Items[i]) {
-			names = append(names, pods.Items[i].Name)
-		}
+	names := make([]string, ptr.Deref(sts.Spec.Replicas, 0))
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", sts.Name, i)
 	}
-	slices.Sort(names)
 	return names
 }
 
@@ -102,7 +100,7 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) bool {
 			"no kubeconfig to reach the API server with yet")
 		return false
 	}
-	if err := r.Prober.Probe(ctx, s.kubeconfig); err != nil {
+	if err := r.prober.Probe(ctx, s.kubeconfig); err != nil {
 		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NotAnsweringReason,
 			"the API server does not answer through the cluster's kubeconfig: "+err.Error())
 		return false

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,31 +107,16 @@ func absent(t *testing.T, obj client.Object, ns, name string) {
 	require.Error(t, err, "%T %s/%s must not exist yet", obj, ns, name)
 }
 
-// Where envtest has no kube-controller-manager, no scheduler and no kubelet,
-// the test plays them: it writes the status their controllers would write
-// once the pods run.
-
 func rollOutStatefulSet(t *testing.T, ns, name string) {
 	t.Helper()
-	sts := get(t, &appsv1.StatefulSet{}, ns, name)
-	updateStatus(t, sts, func(s *appsv1.StatefulSet) {
-		n := ptr.Deref(s.Spec.Replicas, 1)
-		s.Status = appsv1.StatefulSetStatus{
-			ObservedGeneration: s.Generation, Replicas: n, ReadyReplicas: n, CurrentReplicas: n, UpdatedReplicas: n,
-			AvailableReplicas: n, CurrentRevision: fmt.Sprintf("rev-%d", s.Generation), UpdateRevision: fmt.Sprintf("rev-%d", s.Generation),
-		}
-	})
+	get(t, &appsv1.StatefulSet{}, ns, name)
+	require.NoError(t, RollOutStatefulSet(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: name}))
 }
 
 func rollOutDeployment(t *testing.T, ns, name string) {
 	t.Helper()
-	d := get(t, &appsv1.Deployment{}, ns, name)
-	updateStatus(t, d, func(d *appsv1.Deployment) {
-		n := ptr.Deref(d.Spec.Replicas, 1)
-		d.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, AvailableReplicas: n,
-		}
-	})
+	get(t, &appsv1.Deployment{}, ns, name)
+	require.NoError(t, RollOutDeployment(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: name}))
 }
 
 // runningPod creates a ready pod of the API server at version, as the
@@ -144,7 +128,7 @@ func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version st
 	pod.Labels["controlplane.cluster.x-k8s.io/kubernetes-version"] = version
 	pod.Spec.Containers = []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:" + version}}
 	require.NoError(t, env.Client.Create(testContext(t), pod))
-	updateStatus(t, pod, func(p *corev1.Pod) {
+	setStatus(t, pod, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 	})

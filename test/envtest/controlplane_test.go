@@ -40,7 +40,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 	svc := get(t, &corev1.Service{}, ns, "demo-apiserver")
 	assert.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.EndpointPendingReason)
-	updateStatus(t, svc, func(s *corev1.Service) {
+	setStatus(t, svc, func(s *corev1.Service) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}
 	})
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)

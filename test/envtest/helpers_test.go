@@ -67,17 +67,13 @@ func assertSubset(t *testing.T, path string, want, got any) {
 	}
 }
 
-// updateStatus changes the status of obj as a controller would, again on a
+// setStatus changes the status of obj as a controller would, again on a
 // conflict: the provider's controller may write the same object meanwhile.
-func updateStatus[T client.Object](t testing.TB, obj T, change func(T)) {
+func setStatus[T client.Object](t testing.TB, obj T, change func(T)) {
 	t.Helper()
-	ctx := testContext(t)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		change(obj)
-		return env.Client.Status().Update(ctx, obj)
+	require.NoError(t, updateStatus(testContext(t), env.Client, client.ObjectKeyFromObject(obj), obj, func(o T) bool {
+		change(o)
+		return true
 	}))
 }
 

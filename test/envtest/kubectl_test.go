@@ -42,7 +42,7 @@ func TestKubectlGetShowsControlPlanes(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, hcp))
 	// No Cluster owns this control plane, so the controller leaves these
 	// fields alone; the test writes them as it would.
-	updateStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
+	setStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
 		hcp.Status.ReadyReplicas = ptr.To[int32](1)
 		hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 		hcp.Status.Conditions = append(hcp.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Answering", LastTransitionTime: metav1.Now()})

@@ -183,3 +183,19 @@ func TestDeleteRemovesWhatGarbageCollectionCannot(t *testing.T) {
 		}
 	}
 }
+
+// The members of a running etcd are not changed by resizing its StatefulSet:
+// the controller refuses, says why, and changes nothing until the spec asks
+// for the running size again.
+func TestEtcdResizeIsRefused(t *testing.T) {
+	_, hcp := readyControlPlane(t, "resize", "v1.36.3")
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](5) }))
+	c := waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.EtcdMembershipReason)
+	assert.Equal(t, "etcd runs 3 members and spec.etcd.replicas asks for 5: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to 3", c.Message)
+	hasEvent(t, hcp, v1alpha1.EtcdMembershipReason)
+	sts := get(t, &appsv1.StatefulSet{}, hcp.Namespace, "resize-etcd")
+	assert.Equal(t, ptr.To[int32](3), sts.Spec.Replicas)
+
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](3) }))
+	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}

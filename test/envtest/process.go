@@ -123,3 +123,6 @@ func (p *Process) Exited() (bool, error) {
 		return false, nil
 	}
 }
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -41,7 +41,7 @@ func TestScaleSubresource(t *testing.T) {
 
 	// The controller reports the running pods; scale readers see them.
 	selector := "app.kubernetes.io/name=kube-apiserver,cluster.x-k8s.io/cluster-name=scaled"
-	updateStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
+	setStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
 		hcp.Status.Replicas = ptr.To[int32](5)
 		hcp.Status.Selector = selector
 	})

@@ -1,7 +1,10 @@
 // Command devenv is `make dev`: a local API server (kube-apiserver and etcd
 // built from source) with the provider's, Cluster API's, cert-manager's and
-// Gateway API's CRDs, the real controller serving its admission webhooks,
-// and the samples of config/samples applied. It runs until interrupted.
+// Gateway API's CRDs, cert-manager's controllers, the real controller
+// serving its admission webhooks and reconciling, a Gateway, and the samples
+// of config/samples applied. Nothing runs pods here, so the sample control
+// plane stops at etcd; its conditions show how far it got. It runs until
+// interrupted.
 package main
 
 import (
@@ -33,6 +36,11 @@ func run() error {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
+	stopCertManager, err := envtest.StartCertManager(context.Background(), env.Kubeconfig, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopCertManager() }()
 	dir := filepath.Join(env.Root, "bin", "dev")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -50,6 +58,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	samples = append([]string{filepath.Join(env.Root, "test", "envtest", "devenv", "gateway.yaml")}, samples...)
 	for _, sample := range samples {
 		if err := apply(env, sample); err != nil {
 			return fmt.Errorf("apply %s: %w", sample, err)
@@ -61,9 +70,10 @@ Local API server with the hosted control plane CRDs and webhooks is up.
 
   export KUBECONFIG=%s
   %s get hostedcontrolplanes,hostedcontrolplanetemplates -A
+  %s get hostedcontrolplane demo -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
 
 Press Ctrl-C to stop.
-`, kubeconfig, kubectl)
+`, kubeconfig, kubectl, kubectl)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

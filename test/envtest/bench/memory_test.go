@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// controlPlanes is how many control planes the memory benchmark runs.
+const controlPlanes = 200
+
+// BenchmarkControllerMemory runs the controller binary, lets it bring
+// controlPlanes control planes up (cert-manager issuing 16 certificates for
+// each), and reports its resident memory per control plane.
+func BenchmarkControllerMemory(b *testing.B) {
+	ctx := context.Background()
+	proc, err := env.StartController(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = proc.Stop(30 * time.Second) }()
+	time.Sleep(5 * time.Second)
+	idle := rssMiB(b, proc.PID())
+	report("controller_rss_mib_idle", idle, "MiB")
+
+	ns := namespace(ctx, b)
+	start := time.Now()
+	hcps := make([]*v1alpha1.HostedControlPlane, controlPlanes)
+	for i := range hcps {
+		if hcps[i], err = createControlPlane(ctx, env.Client, ns, fmt.Sprintf("cp-%03d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitAllReady(ctx, b, hcps)
+	report("time_to_ready_all_s", time.Since(start).Seconds(), "s")
+	time.Sleep(10 * time.Second) // idle again
+	loaded := rssMiB(b, proc.PID())
+	report("controller_rss_mib_loaded", loaded, "MiB")
+	report("controller_rss_mib_per_cp", (loaded-idle)/controlPlanes, "MiB")
+}
+
+// waitAllReady plays the workload controllers until every control plane has
+// rolled out.
+func waitAllReady(ctx context.Context, b *testing.B, hcps []*v1alpha1.HostedControlPlane) {
+	deadline := time.Now().Add(25 * time.Minute)
+	pending := hcps
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d control planes not ready after 25 minutes", len(pending))
+		}
+		var mu sync.Mutex
+		var next []*v1alpha1.HostedControlPlane
+		var wg sync.WaitGroup
+		for _, hcp := range pending {
+			wg.Go(func() {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp); err == nil &&
+					conditions.IsTrue(hcp, v1alpha1.ControllersReadyCondition) {
+					return
+				}
+				playWorkloads(ctx, env.Client, hcp)
+				mu.Lock()
+				next = append(next, hcp)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		pending = next
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// rssMiB reads a process's resident memory from /proc.
+func rssMiB(b *testing.B, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) == 3 && fields[0] == "VmRSS:" {
+			kib, err := strconv.ParseFloat(fields[1], 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kib / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
