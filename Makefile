@@ -9,12 +9,15 @@ KUBE_VERSION        ?= v1.36.3
 CONTROLLER_TOOLS    ?= v0.21.0
 GOLANGCI_LINT       ?= v2.15.0
 KUSTOMIZE_VERSION   ?= v5.8.0
+# The Cluster API core manager the extension's end-to-end tests run; pinned by hack/capi/go.mod.
+CAPI_VERSION        := $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}' hack/capi/go.mod)
 
 BIN       := $(CURDIR)/bin
 KUBE_BIN  := $(BIN)/kube/$(KUBE_VERSION)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS)
 GOLANGCI       := $(BIN)/golangci-lint-$(GOLANGCI_LINT)
 KUSTOMIZE      := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+CAPI_MANAGER   := $(BIN)/capi/$(CAPI_VERSION)/manager
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -22,8 +25,10 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitMajor=1 \
 	-X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 
-# envtest reads its binaries from here (kube-apiserver, etcd).
+# envtest reads its binaries from here (kube-apiserver, etcd); the extension's
+# end-to-end tests also run the Cluster API manager.
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
+export CAPI_MANAGER
 
 .PHONY: help
 help: ## Show the targets.
@@ -74,12 +79,13 @@ unit: ## Unit tests (no API server).
 	go test ./api/... ./internal/... ./cmd/...
 
 .PHONY: envtest
-envtest: kube-binaries manifests ## Tests against a real kube-apiserver and etcd built from source.
+envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 ./test/envtest/... -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: bench
-bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI).
+bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI): controller, then extension hooks.
 	go test ./test/envtest/bench -run '^$$' -bench . -benchtime 1x -timeout 30m 2>&1 | tee $(BIN)/bench.log | grep -E '^(BENCH|ok|FAIL|---)'
+	go test -count=1 ./test/envtest/extension -run '^$$' -bench . -benchtime 300x 2>&1 | tee $(BIN)/bench-extension.log | grep -E '^(BENCH|ok|FAIL|---)'
 
 ##@ Tools (built from source, cached in bin/)
 
@@ -90,6 +96,14 @@ $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl &:
 	mkdir -p $(KUBE_BIN)
 	cd hack/kube && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
+
+.PHONY: capi-manager
+capi-manager: $(CAPI_MANAGER) ## Build the Cluster API core manager (sigs.k8s.io/cluster-api/core).
+
+$(CAPI_MANAGER):
+	mkdir -p $(dir $@)
+	cd hack/capi && go build -trimpath -ldflags '-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION)' \
+		-o $@ sigs.k8s.io/cluster-api/core
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS)

@@ -13,9 +13,11 @@ import (
 // ClusterClass takes the version from the Cluster's topology.
 type ControlPlaneSettings struct {
 	// replicas is the number of kube-apiserver pods. Scaling it through the
-	// scale subresource is the same as setting it here.
+	// scale subresource is the same as setting it here. A HostedControlPlane
+	// defaults it to 2. A template leaves it unset unless it means to fix it:
+	// Cluster API keeps a template's value for the control plane of a
+	// topology, over any ClusterClass patch.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	Replicas *int32 `json:"replicas,omitempty"`

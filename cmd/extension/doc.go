@@ -1,5 +1,7 @@
 // Command extension is the hosted control plane's Cluster API Runtime SDK
-// extension server, registered with an ExtensionConfig. It serves discovery
-// over TLS; lifecycle and topology mutation hooks register with it. Run it
-// with --help for its settings.
+// extension server, registered with an ExtensionConfig. Over TLS it serves
+// discovery, the topology mutation hooks of internal/topology (variables,
+// patches, validation) and the lifecycle hooks of internal/hooks (upgrade
+// gates on etcd and control plane health). Run it with --help for its
+// settings.
 package main

@@ -8,16 +8,26 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/hooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/topology"
 )
 
 func main() {
@@ -57,20 +67,15 @@ func run(ctx context.Context, cfg settings.Extension) error {
 		_ = stopTracing(flush)
 	}()
 
-	catalog := runtimecatalog.New()
-	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
-		return fmt.Errorf("runtime hook catalog: %w", err)
-	}
-	srv, err := server.New(server.Options{Catalog: catalog, Port: cfg.Port, CertDir: cfg.CertDir})
+	mgr, err := newManager(restConfig, cfg)
 	if err != nil {
-		return fmt.Errorf("extension server: %w", err)
+		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress: cfg.HealthAddr,
-	})
+	checker := etcd.NewChecker()
+	defer checker.Close()
+	srv, err := newServer(cfg, mgr, checker)
 	if err != nil {
-		return fmt.Errorf("manager: %w", err)
+		return err
 	}
 	if err := mgr.Add(srv); err != nil {
 		return fmt.Errorf("add extension server: %w", err)
@@ -83,4 +88,56 @@ func run(ctx context.Context, cfg settings.Extension) error {
 	}
 	ctrl.Log.Info("starting", "port", cfg.Port)
 	return mgr.Start(ctx)
+}
+
+func newManager(restConfig *rest.Config, cfg settings.Extension) (ctrl.Manager, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress: cfg.HealthAddr,
+		// Secrets are read one at a time when a gate asks; caching every
+		// Secret of the management cluster would cost memory and access.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// newServer is the Runtime SDK server with every hook: the topology hooks,
+// called on every topology reconcile, read Gateways from the manager's
+// cache; the lifecycle hooks read straight from the API server.
+func newServer(cfg settings.Extension, mgr ctrl.Manager, checker *etcd.Checker) (*server.Server, error) {
+	catalog := runtimecatalog.New()
+	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
+		return nil, fmt.Errorf("runtime hook catalog: %w", err)
+	}
+	srv, err := server.New(server.Options{Catalog: catalog, Port: cfg.Port, CertDir: cfg.CertDir})
+	if err != nil {
+		return nil, fmt.Errorf("extension server: %w", err)
+	}
+	lifecycle := &hooks.Handlers{Reader: mgr.GetAPIReader(), Etcd: checker}
+	for _, h := range append(topology.NewHandlers(mgr.GetClient()).ExtensionHandlers(), lifecycle.ExtensionHandlers()...) {
+		if err := srv.AddExtensionHandler(h); err != nil {
+			return nil, fmt.Errorf("register hook %s: %w", h.Name, err)
+		}
+	}
+	return srv, nil
+}
+
+// newScheme knows what the hooks read: Secrets and EndpointSlices,
+// HostedControlPlanes and Gateways.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("scheme: %w", err)
+		}
+	}
+	return scheme, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -23,11 +24,22 @@ func (w HostedControlPlane) SetupWithManager(mgr ctrl.Manager) error {
 		WithDefaulter(w).WithValidator(w).Complete()
 }
 
+// DefaultReplicas is the number of API servers of a HostedControlPlane that
+// does not say.
+const DefaultReplicas = 2
+
 // Default adds the "v" that Cluster API expects in front of a version such
-// as 1.36.3. Anything else is left for validation to reject as typed.
+// as 1.36.3, and two API servers when replicas is unset. Anything else is
+// left for validation to reject as typed. The replicas default lives here,
+// not in the schema, because the schema is shared with
+// HostedControlPlaneTemplate, where a default would stop ClusterClass
+// patches from setting replicas.
 func (HostedControlPlane) Default(_ context.Context, hcp *v1alpha1.HostedControlPlane) error {
 	if v := hcp.Spec.Version; v != "" && v[0] >= '0' && v[0] <= '9' {
 		hcp.Spec.Version = "v" + v
+	}
+	if hcp.Spec.Replicas == nil {
+		hcp.Spec.Replicas = ptr.To[int32](DefaultReplicas)
 	}
 	return nil
 }

@@ -22,6 +22,16 @@ func TestDefaultAddsVOnlyToVersionNumbers(t *testing.T) {
 	}
 }
 
+// Two API servers unless said otherwise; a set number stays.
+func TestDefaultReplicas(t *testing.T) {
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, HostedControlPlane{}.Default(context.Background(), hcp))
+	assert.Equal(t, ptr.To[int32](2), hcp.Spec.Replicas)
+	hcp.Spec.Replicas = ptr.To[int32](5)
+	require.NoError(t, HostedControlPlane{}.Default(context.Background(), hcp))
+	assert.Equal(t, ptr.To[int32](5), hcp.Spec.Replicas)
+}
+
 func TestVersionChange(t *testing.T) {
 	for _, tc := range []struct{ from, to, want string }{
 		{"v1.35.2", "v1.35.3", ""},

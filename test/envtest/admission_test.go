@@ -130,7 +130,8 @@ spec: {template: {spec: {}}}`)
 	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
 	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "defaults"}, tmpl))
 	assert.Equal(t, ptr.To[int32](3), tmpl.Spec.Template.Spec.Etcd.Replicas)
-	assert.Equal(t, ptr.To[int32](2), tmpl.Spec.Template.Spec.Replicas)
+	assert.Nil(t, tmpl.Spec.Template.Spec.Replicas,
+		"a template's replicas stay unset: Cluster API would keep a default over the ClusterClass's patches")
 }
 
 func TestRejectsBadInput(t *testing.T) {

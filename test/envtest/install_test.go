@@ -47,7 +47,7 @@ func TestInstallBundleApplies(t *testing.T) {
 	}
 	for _, kind := range []string{
 		"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Service", "Issuer", "Certificate", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+		"Service", "Issuer", "Certificate", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ExtensionConfig",
 	} {
 		assert.Positive(t, kinds[kind], "the bundle has a %s", kind)
 	}

@@ -1,0 +1,284 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultCallTimeout bounds each call to an etcd member. Members are asked
+// in parallel, so a check takes at most about twice this long.
+const DefaultCallTimeout = 2 * time.Second
+
+// Credentials are the health-check client certificate, its key and the CA
+// that signs etcd's serving certificates, PEM encoded.
+type Credentials struct {
+	Cert, Key, CA []byte
+}
+
+// Target is an etcd cluster to check.
+type Target struct {
+	// Cluster is the Cluster the etcd belongs to; clients are cached under it.
+	Cluster types.NamespacedName
+	// ServerName is the DNS name every member's serving certificate carries.
+	ServerName string
+	// Endpoints are the host:port addresses of the members' client port.
+	Endpoints   []string
+	Credentials Credentials
+}
+
+// Checker checks etcd clusters. It keeps one client per member endpoint and
+// reuses it for as long as the cluster's credentials stay the same. It is
+// safe for concurrent use.
+type Checker struct {
+	// CallTimeout bounds each call to etcd.
+	CallTimeout time.Duration
+	// QuotaRatio is the share of its quota a database may fill.
+	QuotaRatio float64
+
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*clusterClients
+}
+
+// clusterClients are the clients of one cluster, made with the credentials
+// whose hash is key.
+type clusterClients struct {
+	key        [sha256.Size]byte
+	tls        *tls.Config
+	byEndpoint map[string]*clientv3.Client
+}
+
+// NewChecker returns a Checker with the default timeout and quota ratio.
+func NewChecker() *Checker {
+	return &Checker{CallTimeout: DefaultCallTimeout, QuotaRatio: DefaultQuotaRatio}
+}
+
+// Check observes the cluster and judges it. An unreachable or unhealthy
+// cluster is a Report with problems; the error is for unusable credentials.
+func (c *Checker) Check(ctx context.Context, t Target) (Report, error) {
+	o, err := c.Observe(ctx, t)
+	if err != nil {
+		return Report{}, err
+	}
+	return Evaluate(o, c.QuotaRatio), nil
+}
+
+// Observe asks every endpoint for its status, then one member that answered
+// for the member list and the alarms.
+func (c *Checker) Observe(ctx context.Context, t Target) (Observation, error) {
+	clients, err := c.clients(t)
+	if err != nil {
+		return Observation{}, err
+	}
+	o := Observation{Statuses: c.statuses(ctx, clients)}
+	for _, s := range o.Statuses {
+		if s.Err == nil {
+			c.listMembersAndAlarms(ctx, clients[s.Endpoint], &o)
+			break
+		}
+	}
+	return o, nil
+}
+
+// statuses asks all endpoints in parallel, in the order of their addresses.
+func (c *Checker) statuses(ctx context.Context, clients map[string]*clientv3.Client) []Status {
+	endpoints := slices.Sorted(maps.Keys(clients))
+	out := make([]Status, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() { out[i] = c.status(ctx, ep, clients[ep]) })
+	}
+	wg.Wait()
+	return out
+}
+
+func (c *Checker) status(ctx context.Context, endpoint string, cli *clientv3.Client) Status {
+	ctx, cancel := context.WithTimeout(ctx, c.CallTimeout)
+	defer cancel()
+	// The client's own Status dials a new connection per call; asking over
+	// its established connection keeps the check cheap.
+	resp, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return Status{Endpoint: endpoint, Err: fmt.Errorf("status of %s: %w", endpoint, err)}
+	}
+	return Status{
+		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(),
+		DBSize: resp.GetDbSize(), DBSizeQuota: resp.GetDbSizeQuota(),
+	}
+}
+
+func (c *Checker) listMembersAndAlarms(ctx context.Context, cli *clientv3.Client, o *Observation) {
+	ctx, cancel := context.WithTimeout(ctx, c.CallTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		resp, err := cli.MemberList(ctx)
+		if err != nil {
+			o.MembersErr = fmt.Errorf("member list: %w", err)
+			return
+		}
+		for _, m := range resp.Members {
+			o.Members = append(o.Members, Member{ID: m.GetID(), Name: m.GetName(), Learner: m.GetIsLearner()})
+		}
+	})
+	wg.Go(func() {
+		resp, err := cli.AlarmList(ctx)
+		if err != nil {
+			o.AlarmsErr = fmt.Errorf("alarm list: %w", err)
+			return
+		}
+		for _, a := range resp.Alarms {
+			o.Alarms = append(o.Alarms, Alarm{MemberID: a.GetMemberID(), Type: a.GetAlarm().String()})
+		}
+	})
+	wg.Wait()
+}
+
+// clients returns a client per endpoint of t, creating the missing ones and
+// closing those of endpoints that went away. New credentials replace every
+// client of the cluster.
+func (c *Checker) clients(t Target) (map[string]*clientv3.Client, error) {
+	key := credentialsKey(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc := c.clusters[t.Cluster]
+	if cc == nil || cc.key != key {
+		tlsConfig, err := clientTLS(t)
+		if err != nil {
+			return nil, err
+		}
+		if cc != nil {
+			cc.close()
+		}
+		cc = &clusterClients{key: key, tls: tlsConfig, byEndpoint: map[string]*clientv3.Client{}}
+		if c.clusters == nil {
+			c.clusters = map[types.NamespacedName]*clusterClients{}
+		}
+		c.clusters[t.Cluster] = cc
+	}
+	if err := cc.sync(t.Endpoints, c.callTimeout()); err != nil {
+		return nil, err
+	}
+	return maps.Clone(cc.byEndpoint), nil
+}
+
+func (c *Checker) callTimeout() time.Duration {
+	return cmp.Or(c.CallTimeout, DefaultCallTimeout)
+}
+
+func (cc *clusterClients) sync(endpoints []string, timeout time.Duration) error {
+	for ep, cli := range cc.byEndpoint {
+		if !slices.Contains(endpoints, ep) {
+			_ = cli.Close()
+			delete(cc.byEndpoint, ep)
+		}
+	}
+	for _, ep := range endpoints {
+		if cc.byEndpoint[ep] != nil {
+			continue
+		}
+		cli, err := newClient(ep, cc.tls, timeout)
+		if err != nil {
+			return err
+		}
+		cc.byEndpoint[ep] = cli
+	}
+	return nil
+}
+
+// newClient is a client of the member at address. The client knows the
+// member by the serving certificate's name, which gRPC then verifies (it
+// takes the TLS server name from the endpoint, not from the TLS config),
+// and a dialer takes it to the address.
+func newClient(address string, tlsConfig *tls.Config, timeout time.Duration) (*clientv3.Client, error) {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("etcd endpoint %q: %w", address, err)
+	}
+	dialer := &net.Dialer{Timeout: timeout}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            []string{"https://" + net.JoinHostPort(tlsConfig.ServerName, port)},
+		TLS:                  tlsConfig.Clone(),
+		DialTimeout:          timeout,
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: timeout,
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", address)
+		})},
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", address, err)
+	}
+	return cli, nil
+}
+
+func (cc *clusterClients) close() {
+	for _, cli := range cc.byEndpoint {
+		_ = cli.Close()
+	}
+}
+
+// Forget closes the clients of a cluster, for a cluster that goes away.
+func (c *Checker) Forget(cluster types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.clusters[cluster]; cc != nil {
+		cc.close()
+		delete(c.clusters, cluster)
+	}
+}
+
+// Close closes every client.
+func (c *Checker) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, cc := range c.clusters {
+		cc.close()
+		delete(c.clusters, name)
+	}
+}
+
+func credentialsKey(t Target) [sha256.Size]byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(t.ServerName), t.Credentials.Cert, t.Credentials.Key, t.Credentials.CA} {
+		// Length-prefixed, so that moving bytes between parts changes the key.
+		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		_, _ = h.Write(part)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+func clientTLS(t Target) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(t.Credentials.Cert, t.Credentials.Key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client certificate of %s: %w", t.Cluster, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(t.Credentials.CA) {
+		return nil, fmt.Errorf("etcd CA of %s: %w", t.Cluster, errNoPEM)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      roots,
+		ServerName:   t.ServerName,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+var errNoPEM = errors.New("no PEM encoded certificate")

@@ -1,0 +1,81 @@
+package etcd
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// selfSigned is a certificate that is its own CA, PEM encoded.
+func selfSigned(t *testing.T, cn string) (cert, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// Clients are kept per cluster and endpoint while the credentials stay;
+// rotated credentials replace them and vanished endpoints close theirs.
+// Dialling does not block, so no etcd needs to run for this.
+func TestCheckerReusesClients(t *testing.T) {
+	c := NewChecker()
+	t.Cleanup(c.Close)
+	cert, key := selfSigned(t, "client")
+	target := Target{
+		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, ServerName: "demo-etcd.ns.svc",
+		Endpoints:   []string{"127.0.0.1:1", "127.0.0.2:1"},
+		Credentials: Credentials{Cert: cert, Key: key, CA: cert},
+	}
+	first, err := c.clients(target)
+	require.NoError(t, err)
+	again, err := c.clients(target)
+	require.NoError(t, err)
+	assert.Len(t, first, 2)
+	for ep, cli := range first {
+		assert.Same(t, cli, again[ep], "the client of %s is reused", ep)
+	}
+
+	target.Endpoints = []string{"127.0.0.2:1"}
+	fewer, err := c.clients(target)
+	require.NoError(t, err)
+	assert.Len(t, fewer, 1)
+	assert.Same(t, first["127.0.0.2:1"], fewer["127.0.0.2:1"])
+	assert.Error(t, first["127.0.0.1:1"].Ctx().Err(), "the client of a vanished endpoint is closed")
+
+	target.Credentials.Cert, target.Credentials.Key = selfSigned(t, "rotated")
+	rotated, err := c.clients(target)
+	require.NoError(t, err)
+	assert.NotSame(t, first["127.0.0.2:1"], rotated["127.0.0.2:1"], "new credentials, new client")
+	assert.Error(t, first["127.0.0.2:1"].Ctx().Err(), "the client with old credentials is closed")
+
+	c.Forget(target.Cluster)
+	assert.Error(t, rotated["127.0.0.2:1"].Ctx().Err(), "Forget closes the cluster's clients")
+}
+
+func TestCheckerRejectsACAWithoutCertificates(t *testing.T) {
+	cert, key := selfSigned(t, "client")
+	_, err := NewChecker().Check(t.Context(), Target{
+		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, Credentials: Credentials{Cert: cert, Key: key, CA: []byte("junk")},
+	})
+	assert.EqualError(t, err, "etcd CA of ns/demo: no PEM encoded certificate")
+}

@@ -1,0 +1,164 @@
+package etcd
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultQuotaRatio is the share of its backend quota a member's database
+// may fill before the cluster counts as unhealthy: at the quota etcd raises
+// NOSPACE and refuses writes, and an upgrade is no time to get there.
+const DefaultQuotaRatio = 0.8
+
+// defaultQuotaBytes is etcd's default backend quota, assumed for members
+// that do not report theirs.
+const defaultQuotaBytes = 2 << 30
+
+// Member is an etcd member as the member list reports it. A member that was
+// added but never started has no name yet.
+type Member struct {
+	ID      uint64
+	Name    string
+	Learner bool
+}
+
+// Status is one endpoint's answer to a status request, or Err when it gave
+// none.
+type Status struct {
+	Endpoint    string
+	MemberID    uint64
+	Leader      uint64
+	DBSize      int64
+	DBSizeQuota int64
+	Err         error
+}
+
+// Alarm is an alarm raised on a member, such as NOSPACE or CORRUPT.
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
+
+// Observation is what one round of calls to an etcd cluster saw.
+type Observation struct {
+	Statuses []Status
+	Members  []Member
+	// MembersErr is set when no answering member could list the members,
+	// which needs a quorum.
+	MembersErr error
+	Alarms     []Alarm
+	AlarmsErr  error
+}
+
+// Report is the verdict on an observation.
+type Report struct {
+	// Problems says what is wrong, one phrase each, in a stable order; no
+	// problems means healthy.
+	Problems []string
+}
+
+// Healthy reports whether nothing is wrong.
+func (r Report) Healthy() bool { return len(r.Problems) == 0 }
+
+// String joins the problems, or says "healthy".
+func (r Report) String() string {
+	if r.Healthy() {
+		return "healthy"
+	}
+	return strings.Join(r.Problems, "; ")
+}
+
+// Evaluate judges an observation against the quota ratio. Its phrases name
+// members and endpoints but never quote transport errors, so the same state
+// of the cluster always gives the same words.
+func Evaluate(o Observation, quotaRatio float64) Report {
+	names := map[uint64]string{}
+	for _, m := range o.Members {
+		names[m.ID] = m.Name
+	}
+	statuses := slices.SortedFunc(slices.Values(o.Statuses), func(a, b Status) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	answered := map[uint64]bool{}
+	var problems []string
+	for _, s := range statuses {
+		if s.Err != nil {
+			problems = append(problems, fmt.Sprintf("no answer from %s", s.Endpoint))
+			continue
+		}
+		answered[s.MemberID] = true
+		problems = append(problems, statusProblems(s, memberName(names, s.MemberID), quotaRatio)...)
+	}
+	if len(answered) == 0 {
+		return Report{Problems: append(problems, "no member answers")}
+	}
+	problems = append(problems, membershipProblems(o, names, answered)...)
+	return Report{Problems: problems}
+}
+
+func statusProblems(s Status, name string, quotaRatio float64) []string {
+	var problems []string
+	if s.Leader == 0 {
+		problems = append(problems, fmt.Sprintf("member %s has no leader", name))
+	}
+	quota := s.DBSizeQuota
+	if quota <= 0 {
+		quota = defaultQuotaBytes
+	}
+	if float64(s.DBSize) >= quotaRatio*float64(quota) {
+		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota (limit %.4g%%)",
+			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), quotaRatio*100))
+	}
+	return problems
+}
+
+func membershipProblems(o Observation, names map[uint64]string, answered map[uint64]bool) []string {
+	var problems []string
+	if o.MembersErr != nil {
+		problems = append(problems, "the member list is unavailable (no quorum)")
+	}
+	members := slices.SortedFunc(slices.Values(o.Members), func(a, b Member) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	for _, m := range members {
+		switch {
+		case m.Name == "":
+			problems = append(problems, fmt.Sprintf("member %s has not started", memberName(names, m.ID)))
+		case !answered[m.ID]:
+			problems = append(problems, fmt.Sprintf("member %s does not answer", m.Name))
+		}
+	}
+	leaders := map[uint64]bool{}
+	for _, s := range o.Statuses {
+		if s.Err == nil && s.Leader != 0 {
+			leaders[s.Leader] = true
+		}
+	}
+	if len(leaders) > 1 {
+		problems = append(problems, "members disagree on the leader")
+	}
+	if o.AlarmsErr != nil {
+		problems = append(problems, "the alarm list is unavailable")
+	}
+	alarms := slices.SortedFunc(slices.Values(o.Alarms), func(a, b Alarm) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(memberName(names, a.MemberID), memberName(names, b.MemberID)))
+	})
+	for _, a := range alarms {
+		problems = append(problems, fmt.Sprintf("alarm %s is raised on member %s", a.Type, memberName(names, a.MemberID)))
+	}
+	return problems
+}
+
+// memberName is the member's name, or its ID in hex (as etcdctl prints it)
+// while it has none.
+func memberName(names map[uint64]string, id uint64) string {
+	if name := names[id]; name != "" {
+		return name
+	}
+	return strconv.FormatUint(id, 16)
+}
+
+func mebibytes(n int64) string {
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}

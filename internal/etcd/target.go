@@ -1,0 +1,115 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+)
+
+// Secret keys of the health-check client certificate.
+const (
+	certKey = corev1.TLSCertKey
+	keyKey  = corev1.TLSPrivateKeyKey
+	caKey   = "ca.crt"
+)
+
+// TargetFor finds the etcd of a Cluster in the management cluster: the
+// members' addresses from the EndpointSlices of its client Service (port
+// "client") and the health-check client certificate from its Secret.
+func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedName) (Target, error) {
+	creds, err := credentials(ctx, r, types.NamespacedName{
+		Namespace: cluster.Namespace, Name: components.EtcdHealthcheckSecretName(cluster.Name),
+	})
+	if err != nil {
+		return Target{}, err
+	}
+	endpoints, err := readyEndpoints(ctx, r, types.NamespacedName{
+		Namespace: cluster.Namespace, Name: components.EtcdName(cluster.Name),
+	})
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{
+		Cluster:     cluster,
+		ServerName:  components.EtcdServerName(cluster.Name, cluster.Namespace),
+		Endpoints:   endpoints,
+		Credentials: creds,
+	}, nil
+}
+
+func credentials(ctx context.Context, r client.Reader, name types.NamespacedName) (Credentials, error) {
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, name, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Credentials{}, fmt.Errorf("client certificate Secret %s does not exist", name)
+		}
+		return Credentials{}, fmt.Errorf("read client certificate Secret %s: %w", name, err)
+	}
+	for _, key := range []string{certKey, keyKey, caKey} {
+		if len(secret.Data[key]) == 0 {
+			return Credentials{}, fmt.Errorf("client certificate Secret %s has no %s", name, key)
+		}
+	}
+	return Credentials{Cert: secret.Data[certKey], Key: secret.Data[keyKey], CA: secret.Data[caKey]}, nil
+}
+
+// readyEndpoints lists host:port of every ready endpoint of the Service,
+// sorted. Members that are not ready are left out here and reported by the
+// member list as not answering.
+func readyEndpoints(ctx context.Context, r client.Reader, service types.NamespacedName) ([]string, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := r.List(ctx, list, client.InNamespace(service.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: service.Name}); err != nil {
+		return nil, fmt.Errorf("list EndpointSlices of Service %s: %w", service, err)
+	}
+	var endpoints []string
+	for i := range list.Items {
+		endpoints = append(endpoints, sliceEndpoints(&list.Items[i])...)
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("no ready endpoint with port %q in the EndpointSlices of Service %s",
+			components.EtcdClientPortName, service)
+	}
+	return sortedUnique(endpoints), nil
+}
+
+func sliceEndpoints(slice *discoveryv1.EndpointSlice) []string {
+	port := clientPort(slice)
+	if port == 0 {
+		return nil
+	}
+	var out []string
+	for _, e := range slice.Endpoints {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			continue
+		}
+		for _, addr := range e.Addresses {
+			out = append(out, net.JoinHostPort(addr, strconv.Itoa(int(port))))
+		}
+	}
+	return out
+}
+
+func clientPort(slice *discoveryv1.EndpointSlice) int32 {
+	for _, p := range slice.Ports {
+		if p.Name != nil && *p.Name == components.EtcdClientPortName && p.Port != nil {
+			return *p.Port
+		}
+	}
+	return 0
+}
+
+func sortedUnique(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}

@@ -1,0 +1,9 @@
+// Package extension runs cmd/extension end to end, as an operator deploys
+// it: registered through a real ExtensionConfig with the real Cluster API
+// core manager (built from source by `make capi-manager`), on the real test
+// API server of test/envtest, in front of a real three-member etcd cluster
+// started from the kube binaries with certificates the tests issue. Its
+// tests check what a user would see: the variables a ClusterClass lists,
+// the HostedControlPlane a topology gets, upgrades held and released. Its
+// benchmarks measure the hooks' latency (`make bench`).
+package extension
