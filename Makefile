@@ -80,7 +80,7 @@ unit: ## Unit tests (no API server).
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apiserver and etcd built from source.
-	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>	go test -count=1 ./test/envtest/... -v -timeout 20m 2>&11 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
+	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: bench
 bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI): controller, then extension hooks.
