@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -11,6 +9,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -22,9 +21,8 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 )
 
@@ -34,25 +32,12 @@ import (
 const leaderElectionID = "hosted-control-plane-controller.controlplane.cluster.x-k8s.io"
 
 func main() {
-	cfg, err := settings.ParseController(os.Args[1:], os.Getenv, os.Stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "controller: bad configuration:\n%v\n", err)
-		os.Exit(2)
-	}
-	log, err := logging.New(cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "controller: %v\n", err)
-		os.Exit(2)
-	}
-	ctrl.SetLogger(log)
-	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
-		log.Error(err, "controller stopped")
-		os.Exit(1)
-	}
-	log.Info("controller stopped")
+	program.Main("controller",
+		func() (settings.Controller, error) {
+			return settings.ParseController(os.Args[1:], os.Getenv, os.Stdout)
+		},
+		func(c settings.Controller) settings.Serving { return c.Serving },
+		run)
 }
 
 func newScheme() (*runtime.Scheme, error) {
@@ -67,20 +52,7 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-func run(ctx context.Context, cfg settings.Controller) error {
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	stopTracing, err := telemetry.Setup(ctx, cfg.OTLPEndpoint, "hosted-control-plane-controller", restConfig)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = stopTracing(flush)
-	}()
+func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) error {
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,49 +21,19 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/hooks"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/topology"
 )
 
 func main() {
-	cfg, err := settings.ParseExtension(os.Args[1:], os.Getenv, os.Stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "extension: bad configuration:\n%v\n", err)
-		os.Exit(2)
-	}
-	log, err := logging.New(cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "extension: %v\n", err)
-		os.Exit(2)
-	}
-	ctrl.SetLogger(log)
-	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
-		log.Error(err, "extension stopped")
-		os.Exit(1)
-	}
-	log.Info("extension stopped")
+	program.Main("extension",
+		func() (settings.Extension, error) { return settings.ParseExtension(os.Args[1:], os.Getenv, os.Stdout) },
+		func(c settings.Extension) settings.Serving { return c.Serving },
+		run)
 }
 
-func run(ctx context.Context, cfg settings.Extension) error {
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	stopTracing, err := telemetry.Setup(ctx, cfg.OTLPEndpoint, "hosted-control-plane-extension", restConfig)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = stopTracing(flush)
-	}()
-
+func run(ctx context.Context, cfg settings.Extension, restConfig *rest.Config) error {
 	mgr, err := newManager(restConfig, cfg)
 	if err != nil {
 		return err
