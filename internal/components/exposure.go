@@ -37,29 +37,28 @@ type GatewayListener struct {
 // on a wildcard hostname, the kind a hosted control plane needs.
 func FindGatewayListener(gw *gatewayv1.Gateway) (GatewayListener, error) {
 	for _, l := range gw.Spec.Listeners {
-		if l.Protocol != gatewayv1.TLSProtocolType || l.TLS == nil || ptr.Deref(l.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough {
+		if l.Protocol != gatewayv1.TLSProtocolType || l.TLS == nil || ptr.Deref(l.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough || l.Hostname == nil {
 			continue
 		}
-		if l.Hostname == nil || !strings.HasPrefix(string(*l.Hostname), "*.") {
-			continue
+		if domain, ok := strings.CutPrefix(string(*l.Hostname), "*."); ok && domain != "" {
+			return GatewayListener{Name: l.Name, Domain: domain, Port: l.Port}, nil
 		}
-		return GatewayListener{Name: l.Name, Domain: strings.TrimPrefix(string(*l.Hostname), "*."), Port: l.Port}, nil
 	}
-	return GatewayListener{}, fmt.Errorf("gateway %s/%s has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com",
+	return GatewayListener{}, fmt.Errorf("the Gateway %s/%s has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com",
 		gw.Namespace, gw.Name)
 }
 
 // GatewayHost is where the API server of cluster in namespace is served
-// through a listener: <cluster>.<namespace>.<domain>.
-func GatewayHost(cluster, namespace string, l GatewayListener) string {
-	return cluster + "." + namespace + "." + l.Domain
+// through a listener on the wildcard domain: <cluster>.<namespace>.<domain>.
+func GatewayHost(cluster, namespace, domain string) string {
+	return cluster + "." + namespace + "." + domain
 }
 
 // KonnectivityHost is where agents reach the konnectivity server: its own
 // name on a gateway, the API server's address otherwise.
 func (in *Input) KonnectivityHost() string {
 	if in.Listener != nil {
-		return "konnectivity." + GatewayHost(in.ClusterName(), in.Namespace(), *in.Listener)
+		return "konnectivity." + GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
 	}
 	return in.Endpoint.Host
 }
@@ -73,7 +72,7 @@ func Exposure(in *Input) []client.Object {
 	}
 	return []client.Object{
 		svc,
-		in.tlsRoute(in.name("apiserver"), GatewayHost(in.ClusterName(), in.Namespace(), *in.Listener), APIServerPort),
+		in.tlsRoute(in.name("apiserver"), GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), APIServerPort),
 		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), KonnectivityPort),
 	}
 }

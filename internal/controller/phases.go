@@ -153,7 +153,7 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 // address of the exposure Service.
 func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, bool) {
 	if l := s.in.Listener; l != nil {
-		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), *l), l.Port, true
+		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), l.Domain), l.Port, true
 	}
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}

@@ -3,7 +3,6 @@ package topology
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +10,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 )
 
 // GatewayError is a Gateway that cannot serve a control plane: it is missing
@@ -31,7 +32,7 @@ type Listener struct {
 // Endpoint is where the API server of a cluster is served through this
 // listener: <cluster>.<namespace>.<domain> on the listener's port.
 func (l Listener) Endpoint(cluster, namespace string) clusterv1.APIEndpoint {
-	return clusterv1.APIEndpoint{Host: cluster + "." + namespace + "." + l.Domain, Port: l.Port}
+	return clusterv1.APIEndpoint{Host: components.GatewayHost(cluster, namespace, l.Domain), Port: l.Port}
 }
 
 // ResolveGateway reads the Gateway and picks its first listener with
@@ -47,15 +48,9 @@ func ResolveGateway(ctx context.Context, r client.Reader, name types.NamespacedN
 		}
 		return Listener{}, fmt.Errorf("read Gateway %s: %w", name, err)
 	}
-	for _, l := range gw.Spec.Listeners {
-		if l.Protocol != gatewayv1.TLSProtocolType || l.TLS == nil || l.TLS.Mode == nil ||
-			*l.TLS.Mode != gatewayv1.TLSModePassthrough || l.Hostname == nil {
-			continue
-		}
-		if domain, ok := strings.CutPrefix(string(*l.Hostname), "*."); ok && domain != "" {
-			return Listener{Domain: domain, Port: l.Port}, nil
-		}
+	l, err := components.FindGatewayListener(gw)
+	if err != nil {
+		return Listener{}, &GatewayError{err.Error()}
 	}
-	return Listener{}, &GatewayError{fmt.Sprintf(
-		"the Gateway %s has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com", name)}
+	return Listener{Domain: l.Domain, Port: l.Port}, nil
 }
