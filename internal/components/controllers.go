@@ -26,18 +26,11 @@ func (in *Input) SchedulerName() string { return in.name("scheduler") }
 // the service account key, so it mounts both.
 func ControllerManager(in *Input) []client.Object {
 	spec := in.ControlPlane.Spec.Deployment.ControllerManager
-	kubeconfig := "/etc/kubernetes/kubeconfig/kubeconfig"
 	defaults := map[string]string{
-		"authentication-kubeconfig":        kubeconfig,
-		"authorization-kubeconfig":         kubeconfig,
-		"bind-address":                     "0.0.0.0",
 		"cluster-name":                     in.ClusterName(),
 		"cluster-signing-cert-file":        "/etc/kubernetes/pki/ca/tls.crt",
 		"cluster-signing-key-file":         "/etc/kubernetes/pki/ca/tls.key",
 		"controllers":                      "*,bootstrapsigner,tokencleaner",
-		"kubeconfig":                       kubeconfig,
-		"leader-elect":                     "true",
-		"profiling":                        "false",
 		"root-ca-file":                     "/etc/kubernetes/pki/ca/tls.crt",
 		"service-account-private-key-file": "/etc/kubernetes/pki/sa/tls.key",
 		"service-cluster-ip-range":         in.ServiceCIDR(),
@@ -57,26 +50,29 @@ func ControllerManager(in *Input) []client.Object {
 // Scheduler renders the kube-scheduler Deployment.
 func Scheduler(in *Input) []client.Object {
 	spec := in.ControlPlane.Spec.Deployment.Scheduler
-	kubeconfig := "/etc/kubernetes/kubeconfig/kubeconfig"
-	defaults := map[string]string{
-		"authentication-kubeconfig": kubeconfig,
-		"authorization-kubeconfig":  kubeconfig,
-		"bind-address":              "0.0.0.0",
-		"kubeconfig":                kubeconfig,
-		"leader-elect":              "true",
-		"profiling":                 "false",
-	}
-	return []client.Object{in.networkPolicy(SchedulerComponent, nil), in.controllerDeployment(SchedulerComponent, in.SchedulerName(), spec, defaults,
+	return []client.Object{in.networkPolicy(SchedulerComponent, nil), in.controllerDeployment(SchedulerComponent, in.SchedulerName(), spec, map[string]string{},
 		schedulerPort, in.KubeconfigName(schedulerUser), in.SchedulerCertSecret())}
 }
 
 // controllerDeployment is a Deployment of a leader-elected controller that
-// talks to the API server with a kubeconfig and client certificate.
+// talks to the API server with a kubeconfig and client certificate. defaults
+// are the component's own flags; those every controller takes are added here.
 func (in *Input) controllerDeployment(component, name string, spec v1alpha1.ScalablePod, defaults map[string]string,
 	port int32, kubeconfig, cert string, extra ...secretVolume,
 ) *appsv1.Deployment {
-	// Serving certificates are self-generated; they need a writable place.
-	defaults["cert-dir"] = "/tmp"
+	const kubeconfigFile = "/etc/kubernetes/kubeconfig/kubeconfig"
+	for flag, value := range map[string]string{
+		"authentication-kubeconfig": kubeconfigFile,
+		"authorization-kubeconfig":  kubeconfigFile,
+		"kubeconfig":                kubeconfigFile,
+		"bind-address":              "0.0.0.0",
+		"leader-elect":              "true",
+		"profiling":                 "false",
+		// Serving certificates are self-generated; they need a writable place.
+		"cert-dir": "/tmp",
+	} {
+		defaults[flag] = value
+	}
 	c := container(component, image(in.defaultImage(component, in.ControlPlane.Spec.Version), spec.Image),
 		spec.Container, component, flags(defaults, spec.Args))
 	c.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: port}}
