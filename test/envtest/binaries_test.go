@@ -23,22 +23,11 @@ import (
 
 const leaseName = "hosted-control-plane-controller.controlplane.cluster.x-k8s.io"
 
-func ports(t *testing.T, n int) []int {
-	t.Helper()
-	out := make([]int, n)
-	for i := range out {
-		p, err := FreePort()
-		require.NoError(t, err)
-		out[i] = p
-	}
-	return out
-}
-
 // A second controller takes the leader lease, serves health and metrics, and
 // on SIGTERM releases the lease and exits 0.
 func TestControllerStartsAndStops(t *testing.T) {
 	ns := namespace(t)
-	p := ports(t, 2)
+	p := []int{freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/controller", t.TempDir())
 	require.NoError(t, err)
 	proc, err := StartProcess(bin, []string{
@@ -104,7 +93,7 @@ func TestBinariesRejectBadConfiguration(t *testing.T) {
 
 // The extension serves Runtime SDK discovery over TLS and stops cleanly.
 func TestExtensionServesDiscovery(t *testing.T) {
-	p := ports(t, 2)
+	p := []int{freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/extension", t.TempDir())
 	require.NoError(t, err)
 	proc, err := StartProcess(bin, []string{
