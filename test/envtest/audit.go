@@ -26,11 +26,7 @@ func (w Write) String() string {
 // configureAPIServer makes the API server log every write, so tests can
 // count what a component wrote, and gives it a large service network.
 func (e *Env) configureAPIServer() error {
-	dir, err := os.MkdirTemp("", "hcp-audit-")
-	if err != nil {
-		return err
-	}
-	policy := filepath.Join(dir, "policy.yaml")
+	policy := filepath.Join(e.dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -40,7 +36,7 @@ rules:
 `), 0o600); err != nil {
 		return err
 	}
-	e.auditLog = filepath.Join(dir, "audit.log")
+	e.auditLog = filepath.Join(e.dir, "audit.log")
 	e.env.ControlPlane.GetAPIServer().Configure().
 		// Room for hundreds of control planes' Services (envtest's default
 		// range has 254 addresses).

@@ -36,7 +36,7 @@ type Env struct {
 	Root string
 	// auditLog records every write the API server accepts.
 	auditLog string
-	// dir holds this environment's kubeconfig files.
+	// dir holds this environment's audit log and kubeconfig files.
 	dir string
 }
 
@@ -102,8 +102,12 @@ func StartWith(modules ...ModuleCRDs) (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		},
 	}}
-	if err := e.configureAPIServer(); err != nil {
+	// One directory for the audit log and kubeconfigs, removed by Stop.
+	if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
 		return nil, err
+	}
+	if err := e.configureAPIServer(); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(e.dir))
 	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("start test API server: %w", err)
@@ -130,11 +134,6 @@ func (e *Env) UserKubeconfig(name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("kubeconfig of %s: %w", name, err)
 	}
-	if e.dir == "" {
-		if e.dir, err = os.MkdirTemp("", "hcp-envtest-"); err != nil {
-			return "", err
-		}
-	}
 	path := filepath.Join(e.dir, name+".kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
 }
@@ -156,12 +155,10 @@ func (e *Env) WebhookCertDir() string { return e.env.WebhookInstallOptions.Local
 // WebhookPort is the port on 127.0.0.1 the webhook configurations call.
 func (e *Env) WebhookPort() int { return e.env.WebhookInstallOptions.LocalServingPort }
 
-// Stop stops the API server and etcd and removes the kubeconfig files.
+// Stop stops the API server and etcd and removes the environment's files.
 func (e *Env) Stop() error {
-	if e.dir != "" {
-		_ = os.RemoveAll(e.dir)
-	}
-	return e.env.Stop()
+	err := e.env.Stop()
+	return errors.Join(err, os.RemoveAll(e.dir))
 }
 
 // RepoRoot is the repository's top directory.
