@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"text/template"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+//go:embed manifests
+var manifests embed.FS
+
+// FieldOwner is the field manager of everything the harness applies.
+const FieldOwner = "hostedcp-e2e"
+
+const (
+	// StorageClass is the cluster's default StorageClass.
+	StorageClass = "local"
+	provisioner  = "e2e.hostedcp.io/host-path"
+)
+
+// startAddons runs kube-proxy and CoreDNS as pods, installs the default
+// StorageClass, starts the cluster's own loops (LoadBalancer addresses and
+// volumes) and waits until kube-proxy and CoreDNS are available.
+func (c *Cluster) startAddons(ctx context.Context) error {
+	data := map[string]string{
+		"APIServer":      "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
+		"PodCIDR":        PodCIDR,
+		"DNSServiceIP":   DNSServiceIP,
+		"KubeProxyImage": c.cfg.Images.KubeProxy,
+		"CoreDNSImage":   c.cfg.Images.CoreDNS,
+		"StorageClass":   StorageClass,
+		"Provisioner":    provisioner,
+	}
+	for _, name := range []string{"kube-proxy.yaml", "coredns.yaml", "storage.yaml"} {
+		text, err := manifests.ReadFile("manifests/" + name)
+		if err != nil {
+			return err
+		}
+		tmpl, err := template.New(name).Option("missingkey=error").Parse(string(text))
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := tmpl.Execute(&out, data); err != nil {
+			return err
+		}
+		if err := Apply(ctx, c.Client, out.Bytes(), ""); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	loops, cancel := context.WithCancel(context.Background())
+	c.cancel, c.loopsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.loopsDone)
+		c.runLoops(loops)
+	}()
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-proxy")); err != nil {
+		return fmt.Errorf("kube-proxy: %w", err)
+	}
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.Deployment{}, "kube-system", "coredns")); err != nil {
+		return fmt.Errorf("CoreDNS: %w", err)
+	}
+	return nil
+}
+
+// workloadAvailable checks that every pod of a DaemonSet or Deployment is
+// ready.
+func (c *Cluster) workloadAvailable(obj client.Object, namespace, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+			return false, err
+		}
+		var want, ready int32
+		switch o := obj.(type) {
+		case *appsv1.DaemonSet:
+			want, ready = o.Status.DesiredNumberScheduled, o.Status.NumberReady
+		case *appsv1.Deployment:
+			want, ready = *o.Spec.Replicas, o.Status.ReadyReplicas
+		}
+		if want == 0 || ready < want {
+			return false, fmt.Errorf("%s/%s: %d of %d pods ready (pod events and the kubelet log say why)", namespace, name, ready, want)
+		}
+		return true, nil
+	}
+}
+
+// Apply server-side applies every object of a multi-document YAML stream
+// under FieldOwner, in order; namespace is set on objects that name none
+// (leave it empty for cluster-scoped streams). Objects whose kind the
+// server does not know yet (a CRD applied just before) are retried for a
+// while.
+func Apply(ctx context.Context, c client.Client, yaml []byte, namespace string) error {
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(yaml), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		err := d.Decode(&obj.Object)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if obj.GetNamespace() == "" && namespace != "" {
+			obj.SetNamespace(namespace)
+		}
+		if err := applyOne(ctx, c, obj); err != nil {
+			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+		}
+	}
+}
+
+func applyOne(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership) //nolint:staticcheck // unstructured objects have no apply configuration
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}

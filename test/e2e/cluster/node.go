@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// containerdConfig follows notes/real-kubelet.md: our pause image, the
+// Debian CNI plugins with our own configuration directory, runc with cgroupfs,
+// no lowering of oom_score_adj (the machine lacks CAP_SYS_RESOURCE), and
+// network namespaces mounted under the state directory so that teardown
+// finds them.
+func (c *Cluster) containerdConfig() string {
+	d := c.layout.path("containerd")
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[5]q
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_unprivileged_ports = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[6]q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+`, filepath.Join(d, "root"), filepath.Join(d, "state"), c.layout.containerdSocket(), filepath.Join(d, "opt"),
+		c.cfg.Images.Pause, c.layout.path("cni"))
+}
+
+func (c *Cluster) startContainerd(ctx context.Context) error {
+	config := c.layout.path("containerd", "config.toml")
+	if err := os.WriteFile(config, []byte(c.containerdConfig()), 0o600); err != nil {
+		return err
+	}
+	if err := c.start("containerd", "containerd", "--config", config); err != nil {
+		return err
+	}
+	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.ctr(ctx, "version")
+		return err == nil, err
+	})
+}
+
+// ctr runs containerd's own client against the cluster's containerd.
+func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
+	args = append([]string{"--address", c.layout.containerdSocket(), "--namespace", "k8s.io"}, args...)
+	out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// importImages loads every tarball into the node's image store, where the
+// kubelet finds them: nothing is ever pulled.
+func (c *Cluster) importImages(ctx context.Context) error {
+	for _, tar := range c.cfg.Tarballs {
+		if _, err := c.ctr(ctx, "images", "import", "--all-platforms", tar); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadImage imports one more image tarball into the node, for images built
+// after the cluster started.
+func (c *Cluster) LoadImage(ctx context.Context, tar string) error {
+	_, err := c.ctr(ctx, "images", "import", "--all-platforms", tar)
+	return err
+}
+
+// kubeletConfig follows notes/real-kubelet.md. Image garbage collection is
+// off: every image was imported and none could be pulled again.
+func (c *Cluster) kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /%[1]s
+containerRuntimeEndpoint: unix://%[2]s
+failSwapOn: false
+enforceNodeAllocatable: []
+localStorageCapacityIsolation: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %[3]q}
+authorization: {mode: Webhook}
+clusterDNS: [%[4]q]
+clusterDomain: cluster.local
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+staticPodPath: ""
+rotateCertificates: false
+serializeImagePulls: false
+maxPods: 250
+`, cgroupParent, c.layout.containerdSocket(), c.layout.pki("ca.crt"), DNSServiceIP)
+}
+
+func (c *Cluster) startKubelet(ctx context.Context) error {
+	if err := makeCgroupParent(); err != nil {
+		return err
+	}
+	config := c.layout.path("kubelet", "config.yaml")
+	if err := os.WriteFile(config, []byte(c.kubeletConfig()), 0o600); err != nil {
+		return err
+	}
+	if err := c.start("kubelet", c.cfg.Binaries.Kubelet,
+		"--config="+config, "--kubeconfig="+c.layout.kubeconfig("kubelet"),
+		"--root-dir="+c.layout.path("kubelet", "root"), "--cert-dir="+c.layout.path("kubelet", "pki"),
+		"--hostname-override="+NodeName, "--node-ip="+NodeIP, "--v=1"); err != nil {
+		return err
+	}
+	return c.poll(ctx, "kubelet", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		node := &corev1.Node{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
+			return false, err
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
+			}
+		}
+		return false, fmt.Errorf("node %s has no Ready condition yet", NodeName)
+	})
+}
+
+// makeCgroupParent creates the cgroup every pod lives under, in every
+// hierarchy; a new cpuset cgroup starts with no CPUs or memory nodes, so it
+// gets its parent's.
+func makeCgroupParent() error {
+	for _, h := range cgroupHierarchies() {
+		dir := filepath.Join(h, cgroupParent)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if filepath.Base(h) != "cpuset" {
+			continue
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			b, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

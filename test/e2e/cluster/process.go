@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// state is what a cluster records in its directory so that another process
+// can tear it down: the supervising process and every process it started.
+type state struct {
+	Dir string `json:"dir"`
+	// Supervisor is the process that started the cluster and runs its loops.
+	Supervisor int    `json:"supervisor"`
+	Processes  []proc `json:"processes"`
+}
+
+type proc struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+}
+
+func stateFile(dir string) string { return filepath.Join(dir, "state.json") }
+
+func (s *state) save() error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(stateFile(s.Dir), b, 0o600)
+}
+
+func loadState(dir string) (*state, error) {
+	b, err := os.ReadFile(stateFile(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return &state{Dir: dir}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &state{}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", stateFile(dir), err)
+	}
+	return s, nil
+}
+
+// Supervisor is the process id of the process running the cluster in dir,
+// or 0 when none runs.
+func Supervisor(dir string) (int, error) {
+	s, err := loadState(dir)
+	if err != nil {
+		return 0, err
+	}
+	if s.Supervisor == 0 || s.Supervisor == os.Getpid() || !alive(s.Supervisor) {
+		return 0, nil
+	}
+	return s.Supervisor, nil
+}
+
+func checkNoOtherCluster(dir string) error {
+	pid, err := Supervisor(dir)
+	if err != nil {
+		return err
+	}
+	if pid != 0 {
+		return fmt.Errorf("a local cluster already runs in %s (process %d): stop it first (make down)", dir, pid)
+	}
+	return nil
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// start runs bin with args, its output in logs/<name>.log, and records it.
+func (c *Cluster) start(name, bin string, args ...string) error {
+	if bin == "" {
+		return fmt.Errorf("no binary configured for %s", name)
+	}
+	log, err := os.OpenFile(filepath.Join(c.layout.logs(), name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Close() }()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group: a Ctrl-C meant for the supervisor does not
+	// reach it, so the supervisor stops everything in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	// The process is waited for by nobody but the kernel's reaper once the
+	// supervisor exits; reap it here so it never lingers as a zombie.
+	go func() { _ = cmd.Wait() }()
+	c.st.Processes = append(c.st.Processes, proc{Name: name, PID: cmd.Process.Pid})
+	return c.st.save()
+}
+
+// logTail is the end of a process's log, for errors.
+func (c *Cluster) logTail(name string) string {
+	b, _ := os.ReadFile(filepath.Join(c.layout.logs(), name+".log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// running fails when the process recorded under name has exited.
+func (c *Cluster) running(name string) error {
+	for _, p := range c.st.Processes {
+		if p.Name == name && !alive(p.PID) {
+			return fmt.Errorf("%s exited; its log ends with:\n%s", name, c.logTail(name))
+		}
+	}
+	return nil
+}
+
+// poll calls check every interval until it returns true, the process name
+// exits, or timeout passes.
+func (c *Cluster) poll(ctx context.Context, name string, timeout time.Duration, check func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		ok, err := check(ctx)
+		if ok {
+			return nil
+		}
+		last = err
+		if name != "" {
+			if err := c.running(name); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("not ready after %s: %w", timeout, last)
+			}
+			return fmt.Errorf("not ready after %s", timeout)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// urlReady is a check that url answers 200 (to the admin client, over TLS).
+func (c *Cluster) urlReady(url string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		cert, err := tls.LoadX509KeyPair(c.layout.pki("admin.crt"), c.layout.pki("admin.key"))
+		if err != nil {
+			return false, err
+		}
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			// The host's own freshly issued server: the admin client
+			// certificate is what matters here, not the server's identity.
+			TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}, //nolint:gosec // see above
+		}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return true, nil
+	}
+}

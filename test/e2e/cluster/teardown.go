@@ -1,0 +1,210 @@
+package cluster
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Teardown removes everything the cluster in dir started or created, by the
+// process ids, cgroups, mounts and interface it recorded: the kubelet, every
+// container and containerd shim, containerd, the control plane processes,
+// the mounts under dir, the bridge, kube-proxy's rules (with kubeProxy's
+// --cleanup, when given) and the cgroups. It keeps dir's logs. It is safe to
+// run when nothing is left.
+func Teardown(dir, kubeProxy string) error {
+	st, err := loadState(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	// The kubelet first, so that it restarts no container.
+	for _, p := range st.Processes {
+		if p.Name == "kubelet" {
+			kill(dir, p.PID, 0)
+		}
+	}
+	errs = append(errs, killCgroups(), killShims(dir))
+	for _, p := range slices.Backward(st.Processes) {
+		kill(dir, p.PID, 5*time.Second)
+	}
+	errs = append(errs, unmountUnder(dir))
+	if err := exec.Command("ip", "link", "show", bridgeName).Run(); err == nil {
+		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("delete bridge %s: %w: %s", bridgeName, err, out))
+		}
+	}
+	if kubeProxy != "" && len(st.Processes) > 0 {
+		if out, err := exec.Command(kubeProxy, "--cleanup").CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
+		}
+	}
+	errs = append(errs, removeCgroups())
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		if e.Name() != "logs" {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kill ends pid if it is still one of dir's processes (its command line
+// names dir, so a reused pid is left alone): SIGTERM, then SIGKILL after
+// grace.
+func kill(dir string, pid int, grace time.Duration) {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), dir) {
+		return
+	}
+	sig := syscall.SIGTERM
+	if grace == 0 {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(pid, sig)
+	for deadline := time.Now().Add(grace); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cgroupHierarchies are the cgroup v1 controllers pods get cgroups in.
+func cgroupHierarchies() []string {
+	var out []string
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "unified" {
+			out = append(out, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	return out
+}
+
+// killCgroups kills every process in a pod cgroup until none is left.
+func killCgroups() error {
+	for range 50 {
+		pids := map[int]bool{}
+		for _, h := range cgroupHierarchies() {
+			_ = filepath.WalkDir(filepath.Join(h, cgroupParent), func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+					return nil //nolint:nilerr // a cgroup that vanished has no processes left
+				}
+				b, _ := os.ReadFile(path)
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						pids[pid] = true
+					}
+				}
+				return nil
+			})
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("processes in the pod cgroups survived SIGKILL")
+}
+
+// killShims ends the containerd shims of dir's containerd, which outlive it.
+func killShims(dir string) error {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), dir) {
+			kill(dir, pid, 0)
+		}
+	}
+	return nil
+}
+
+// unmountUnder detaches every mount below dir, deepest first.
+func unmountUnder(dir string) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 4 && strings.HasPrefix(unescapeMount(fields[4]), dir+"/") {
+			points = append(points, unescapeMount(fields[4]))
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes mountinfo's octal escapes of spaces and the like.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeCgroups removes the pod cgroups, children first.
+func removeCgroups() error {
+	var errs []error
+	for _, h := range cgroupHierarchies() {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(h, cgroupParent), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for _, d := range slices.Backward(dirs) {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

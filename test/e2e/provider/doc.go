@@ -1,0 +1,5 @@
+// Package provider installs what a management cluster needs to run hosted
+// control planes, the way users install it: cert-manager, Cluster API's core
+// provider (its release manifests rendered from the module, with ClusterTopology
+// and RuntimeSDK on) and this project's control-plane-components.yaml.
+package provider
