@@ -40,6 +40,10 @@ help: ## Show the targets.
 build: ## Build the controller and extension binaries into bin/.
 	go build -o $(BIN)/ ./cmd/controller ./cmd/extension
 
+.PHONY: images
+images: ## Build every binary and image of the local management cluster into bin/ (what is missing; ours always).
+	go run ./test/e2e/cmd/images
+
 .PHONY: manifests
 manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-components.yaml.
 	mkdir -p dist
@@ -94,7 +98,7 @@ kube-binaries: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl #
 
 $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl &:
 	mkdir -p $(KUBE_BIN)
-	cd hack/kube && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/ \
+	cd hack/kube && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
 
 .PHONY: capi-manager
@@ -102,7 +106,7 @@ capi-manager: $(CAPI_MANAGER) ## Build the Cluster API core manager (sigs.k8s.io
 
 $(CAPI_MANAGER):
 	mkdir -p $(dir $@)
-	cd hack/capi && go build -trimpath -ldflags '-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION)' \
+	cd hack/capi && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION)' \
 		-o $@ sigs.k8s.io/cluster-api/core
 
 $(CONTROLLER_GEN):

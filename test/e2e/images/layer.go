@@ -1,0 +1,200 @@
+package images
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// file is one file of an image: a copy of a host file, or a symbolic link.
+type file struct {
+	path string // absolute, in the image
+	src  string // on the host; empty for a link
+	link string // the target of a link
+}
+
+// imagePath is the PATH of every image, where pods' commands that name no
+// directory are looked up.
+const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// write writes the image as a tarball to dst, tagged with its reference.
+func (img image) write(dst string) error {
+	tag, err := name.NewTag(img.ref)
+	if err != nil {
+		return err
+	}
+	layerFile, err := os.CreateTemp(filepath.Dir(dst), ".layer-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(layerFile.Name())
+	if err := img.writeLayer(layerFile); err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromFile(layerFile.Name(), tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return err
+	}
+	v, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cfg, err := v.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config = v1.Config{Entrypoint: img.entrypoint, Env: []string{imagePath}, User: img.user}
+	if v, err = mutate.ConfigFile(v, cfg); err != nil {
+		return err
+	}
+	// Written aside and moved in: a tarball in place is a complete one.
+	tmp := dst + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, v); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// writeLayer writes the image's files, and the directories above them, to
+// w as a tar stream, in order and with fixed times and owners so that the
+// same files give the same layer.
+func (img image) writeLayer(w io.WriteCloser) error {
+	tw := tar.NewWriter(w)
+	var epoch time.Time = time.Unix(0, 0)
+	dirs := map[string]bool{}
+	files := slices.SortedFunc(slices.Values(img.files), func(a, b file) int { return strings.Compare(a.path, b.path) })
+	for _, f := range files {
+		var parents []string
+		for d := path.Dir(f.path); d != "/" && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			parents = append(parents, d)
+		}
+		slices.Reverse(parents)
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+				return err
+			}
+		}
+		if err := writeFile(tw, f, epoch); err != nil {
+			return err
+		}
+	}
+	return closeAll(tw, w)
+}
+
+func writeFile(tw *tar.Writer, f file, modTime time.Time) error {
+	if f.src == "" {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: f.path[1:], Linkname: f.link, Mode: 0o777, ModTime: modTime})
+	}
+	src, err := os.Open(f.src)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Size: st.Size(), Mode: int64(st.Mode().Perm()), ModTime: modTime}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, src)
+	return err
+}
+
+func closeAll(closers ...io.Closer) error {
+	for _, c := range closers {
+		if err := c.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Debian's nf_tables iptables and conntrack, which kube-proxy runs.
+const (
+	xtablesMulti = "/usr/sbin/xtables-nft-multi"
+	conntrack    = "/usr/sbin/conntrack"
+	xtablesLib   = "/usr/lib/x86_64-linux-gnu/xtables"
+)
+
+// iptablesCommands are the names kube-proxy runs iptables by; each is a
+// link to xtablesMulti, which acts by the name it is run as.
+var iptablesCommands = []string{
+	"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore",
+	"iptables-nft", "iptables-nft-save", "iptables-nft-restore", "ip6tables-nft", "ip6tables-nft-save", "ip6tables-nft-restore",
+}
+
+// netfilterTools are the host's iptables (nf_tables variant) with its
+// extension modules, and conntrack, with the shared libraries they load, at
+// the paths they have on the host.
+func netfilterTools() ([]file, error) {
+	for _, p := range []string{xtablesMulti, conntrack, xtablesLib} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kube-proxy's image needs the host's iptables and conntrack (apt-get install iptables conntrack): %w", err)
+		}
+	}
+	modules, err := filepath.Glob(filepath.Join(xtablesLib, "*.so"))
+	if err != nil {
+		return nil, err
+	}
+	elves := append([]string{xtablesMulti, conntrack}, modules...)
+	libs, err := sharedLibraries(elves)
+	if err != nil {
+		return nil, err
+	}
+	var files []file
+	for _, p := range append(elves, libs...) {
+		src, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, file{path: p, src: src})
+	}
+	for _, c := range iptablesCommands {
+		files = append(files, file{path: "/usr/sbin/" + c, link: path.Base(xtablesMulti)})
+	}
+	return files, nil
+}
+
+// sharedLibraries are the libraries ldd reports the executables and
+// modules in paths load, the dynamic loader included, without duplicates.
+func sharedLibraries(paths []string) ([]string, error) {
+	out, err := exec.Command("ldd", paths...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ldd: %w", err)
+	}
+	var libs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		var lib string
+		switch {
+		case len(fields) >= 3 && fields[1] == "=>":
+			lib = fields[2]
+		case len(fields) >= 1 && strings.HasPrefix(fields[0], "/") && !strings.HasSuffix(fields[0], ":"):
+			lib = fields[0]
+		}
+		if strings.HasPrefix(lib, "/") && !slices.Contains(libs, lib) {
+			libs = append(libs, lib)
+		}
+	}
+	slices.Sort(libs)
+	return libs, nil
+}
