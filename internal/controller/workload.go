@@ -163,14 +163,15 @@ func (r *Reconciler) syncAddon(ctx context.Context, s *scope, applier *apply.App
 		if err != nil {
 			return outcome{}, err
 		}
-		what := objectName(obj)
+		// The repaired object is the event's related object: events about
+		// the same objects are counted in one series, others stand apart.
 		switch {
 		case change == apply.Restored:
-			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.RepairedReason, a.condition,
-				"restored %s in the workload cluster, which had been edited", what)
+			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Restore",
+				"restored %s in the workload cluster, which had been edited", objectName(obj))
 		case change == apply.Created && established:
-			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.RepairedReason, a.condition,
-				"recreated %s in the workload cluster, which had been deleted", what)
+			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Recreate",
+				"recreated %s in the workload cluster, which had been deleted", objectName(obj))
 		}
 	}
 	if a.ready == nil {

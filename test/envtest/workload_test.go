@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -170,13 +171,19 @@ func TestWorkloadCluster(t *testing.T) {
 // the approver may approve.
 func joinObjects(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadCluster) {
 	ctx := testContext(t)
-	ca := get(t, &corev1.Secret{}, hcp.Namespace, "work-ca").Data["tls.crt"]
+	// The kubeadm bootstrap provider reads the cluster CA from <cluster>-ca:
+	// tls.crt for the discovery hashes, tls.key where it needs the key.
+	caSecret := get(t, &corev1.Secret{}, hcp.Namespace, "work-ca")
+	ca := caSecret.Data["tls.crt"]
+	assert.NotEmpty(t, ca)
+	assert.NotEmpty(t, caSecret.Data["tls.key"])
+	assert.Equal(t, "work", caSecret.Labels[clusterv1.ClusterNameLabel])
 
-	anonymous := rest.AnonymousClientConfig(w.config)
-	public, err := client.New(anonymous, client.Options{Scheme: Scheme()})
+	// kubeadm reads with a plain clientset, which needs no discovery.
+	public, err := kubernetes.NewForConfig(rest.AnonymousClientConfig(w.config))
 	require.NoError(t, err)
-	info := &corev1.ConfigMap{}
-	require.NoError(t, public.Get(ctx, client.ObjectKey{Namespace: "kube-public", Name: "cluster-info"}, info), "cluster-info is readable anonymously")
+	info, err := public.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	require.NoError(t, err, "cluster-info is readable anonymously")
 	discovery, err := clientcmd.Load([]byte(info.Data["kubeconfig"]))
 	require.NoError(t, err)
 	require.Len(t, discovery.Clusters, 1)
@@ -197,13 +204,14 @@ func joinObjects(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadClus
 	}))
 	tokenConfig := rest.AnonymousClientConfig(w.config)
 	tokenConfig.BearerToken = "abcdef.0123456789abcdef"
-	joiner, err := client.New(tokenConfig, client.Options{Scheme: Scheme()})
+	joiner, err := kubernetes.NewForConfig(tokenConfig)
 	require.NoError(t, err)
 
-	kubeadmConfig := &corev1.ConfigMap{}
+	var kubeadmConfig *corev1.ConfigMap
 	waitFor(t, "the bootstrap token reads kubeadm-config", func() error {
 		// The API server learns of new tokens through its informer.
-		return joiner.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kubeadm-config"}, kubeadmConfig)
+		kubeadmConfig, err = joiner.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+		return err
 	})
 	var clusterConfig struct {
 		APIVersion, Kind, KubernetesVersion, ControlPlaneEndpoint string
@@ -216,8 +224,8 @@ func joinObjects(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadClus
 	assert.Equal(t, strings.TrimPrefix(w.config.Host, "https://"), clusterConfig.ControlPlaneEndpoint)
 	assert.Equal(t, "10.96.0.0/12", clusterConfig.Networking.ServiceSubnet)
 
-	kubeletConfig := &corev1.ConfigMap{}
-	require.NoError(t, joiner.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kubelet-config"}, kubeletConfig))
+	kubeletConfig, err := joiner.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
+	require.NoError(t, err)
 	var kubelet struct {
 		Kind          string
 		ClusterDNS    []string
@@ -228,7 +236,7 @@ func joinObjects(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadClus
 	assert.Equal(t, []string{"10.96.0.10"}, kubelet.ClusterDNS, "kubelets use the kube-dns Service")
 	assert.Equal(t, "cluster.local", kubelet.ClusterDomain)
 
-	err = joiner.Get(ctx, client.ObjectKey{Name: "worker-1"}, &corev1.Node{})
+	_, err = joiner.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "a joining node may look up Nodes: %v", err)
 	for _, subresource := range []string{"", "nodeclient"} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
@@ -236,7 +244,8 @@ func joinObjects(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadClus
 				Group: "certificates.k8s.io", Resource: "certificatesigningrequests", Subresource: subresource, Verb: "create",
 			},
 		}}
-		require.NoError(t, joiner.Create(ctx, review))
+		review, err := joiner.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		require.NoError(t, err)
 		assert.True(t, review.Status.Allowed, "a bootstrap token may create certificatesigningrequests/%s (%s)", subresource, review.Status.Reason)
 	}
 	// Nodes renew their certificates through auto-approved CSRs.
@@ -297,6 +306,12 @@ func addons(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadCluster) 
 // cluster would, and expects them back with an event each.
 func repairs(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadCluster) {
 	ctx := testContext(t)
+	since := time.Now()
+	defer func() {
+		// The audit log sees the controller's repairs: its silence while
+		// nothing changed means something.
+		assert.NotEmpty(t, w.controllerWrites(t, since), "no write of the controller in the workload cluster's audit log")
+	}()
 	dns := &appsv1.Deployment{}
 	w.get(t, dns, "kube-system", "coredns")
 	require.NoError(t, w.client.Delete(ctx, dns))
