@@ -34,7 +34,7 @@ func KonnectivityAgent(in *Input) []client.Object {
 func (in *Input) konnectivityAgentDeployment() *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.KonnectivityClient
 	selector := map[string]string{k8sAppLabel: KonnectivityAgentName}
-	const tokenDir = "/var/run/secrets/tokens"
+	const tokenDir = "/var/run/secrets/tokens" //nolint:gosec // where the token is mounted, not a credential
 	c := container(KonnectivityAgentName,
 		image(in.defaultImage("kas-network-proxy/proxy-agent", KonnectivityTag(in.addonsSemver())), spec.Image),
 		spec.Container, "/proxy-agent", flags(map[string]string{

@@ -377,11 +377,13 @@ func disableKubeProxy(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloa
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"}},
 	} {
 		waitFor(t, fmt.Sprintf("%T %s is gone", obj, obj.GetName()), func() error {
-			err := w.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-			if apierrors.IsNotFound(err) {
+			switch err := w.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); {
+			case apierrors.IsNotFound(err):
 				return nil
+			case err != nil:
+				return err
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there")
 		})
 	}
 	w.get(t, &appsv1.Deployment{}, "kube-system", "coredns") // the rest stays
