@@ -3,7 +3,6 @@ package components
 import (
 	"strings"
 
-	"github.com/blang/semver/v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,31 +19,6 @@ const (
 	CoreDNSName    = "coredns"
 	DNSServiceName = "kube-dns"
 )
-
-// coreDNSVersions maps a Kubernetes minor version to the CoreDNS tag
-// kubeadm deploys with it (cmd/kubeadm/app/constants CoreDNSVersion);
-// minors outside the table use the nearest one.
-var coreDNSVersions = []struct {
-	minor uint64
-	tag   string
-}{
-	{31, "v1.11.3"},
-	{33, "v1.12.0"},
-	{34, "v1.12.1"},
-	{35, "v1.13.1"},
-	{36, "v1.14.2"},
-}
-
-// CoreDNSTag is the CoreDNS image tag for a Kubernetes version.
-func CoreDNSTag(v semver.Version) string {
-	tag := coreDNSVersions[0].tag
-	for _, e := range coreDNSVersions {
-		if v.Minor >= e.minor {
-			tag = e.tag
-		}
-	}
-	return tag
-}
 
 // CoreDNS renders the cluster DNS as kubeadm deploys it: its RBAC, the
 // Corefile, the Deployment (spec.coredns tunes it) and the kube-dns Service

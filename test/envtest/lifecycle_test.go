@@ -48,10 +48,18 @@ func readyControlPlane(t *testing.T, name, version string, changes ...func(*v1al
 func image(t *testing.T, obj client.Object, ns, name string) string {
 	t.Helper()
 	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj))
+	return firstImage(t, obj)
+}
+
+// firstImage is the image of the first container of a workload read before.
+func firstImage(t *testing.T, obj client.Object) string {
+	t.Helper()
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return o.Spec.Template.Spec.Containers[0].Image
 	case *appsv1.StatefulSet:
+		return o.Spec.Template.Spec.Containers[0].Image
+	case *appsv1.DaemonSet:
 		return o.Spec.Template.Spec.Containers[0].Image
 	}
 	t.Fatalf("no image in %T", obj)

@@ -110,14 +110,7 @@ func (w *workloadCluster) rollOut(t *testing.T) {
 func (w *workloadCluster) image(t *testing.T, obj client.Object, name string) string {
 	t.Helper()
 	w.get(t, obj, "kube-system", name)
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return o.Spec.Template.Spec.Containers[0].Image
-	case *appsv1.DaemonSet:
-		return o.Spec.Template.Spec.Containers[0].Image
-	}
-	t.Fatalf("no image in %T", obj)
-	return ""
+	return firstImage(t, obj)
 }
 
 // hasRepairEvent waits for a Repaired event about the control plane whose
