@@ -24,22 +24,45 @@ const (
 	ControllersReadyCondition = "ControllersReady"
 )
 
+// Condition types of what the controller keeps inside the workload cluster.
+// They never make the control plane unavailable: a broken add-on shows here
+// while the API server keeps serving.
+const (
+	// NodeJoinReadyCondition: what kubeadm workers read to join is in place
+	// (cluster-info, bootstrap RBAC, kubeadm-config, kubelet-config).
+	NodeJoinReadyCondition = "NodeJoinReady"
+	// CoreDNSReadyCondition: CoreDNS runs the desired spec on every replica.
+	CoreDNSReadyCondition = "CoreDNSReady"
+	// KubeProxyReadyCondition: kube-proxy runs the desired spec on every node,
+	// or is removed as spec.kubeProxy.disabled asks.
+	KubeProxyReadyCondition = "KubeProxyReady"
+	// KonnectivityAgentReadyCondition: the konnectivity agents run the
+	// desired spec on every replica.
+	KonnectivityAgentReadyCondition = "KonnectivityAgentReady"
+)
+
 // Condition reasons.
 const (
-	ReadyReason                 = "Ready"
-	WaitingForClusterReason     = "WaitingForCluster"
-	ClusterNetworkMissingReason = "ClusterNetworkMissing"
-	GatewayNotFoundReason       = "GatewayNotFound"
-	GatewayListenerReason       = "GatewayListenerMissing"
-	GatewayAPIMissingReason     = "GatewayAPIMissing"
-	EndpointPendingReason       = "EndpointPending"
-	CertManagerMissingReason    = "CertManagerMissing"
-	IssuingReason               = "Issuing"
-	ProgressingReason           = "Progressing"
-	ConflictReason              = "ObjectConflict"
-	ApplyFailedReason           = "ApplyFailed"
-	WaitingReason               = "WaitingForPreviousPhase"
-	NotAnsweringReason          = "NotAnswering"
-	DeletingReason              = "Deleting"
-	EtcdMembershipReason        = "EtcdMembershipChange"
+	ReadyReason                  = "Ready"
+	WaitingForClusterReason      = "WaitingForCluster"
+	ClusterNetworkMissingReason  = "ClusterNetworkMissing"
+	GatewayNotFoundReason        = "GatewayNotFound"
+	GatewayListenerReason        = "GatewayListenerMissing"
+	GatewayAPIMissingReason      = "GatewayAPIMissing"
+	EndpointPendingReason        = "EndpointPending"
+	CertManagerMissingReason     = "CertManagerMissing"
+	IssuingReason                = "Issuing"
+	ProgressingReason            = "Progressing"
+	ConflictReason               = "ObjectConflict"
+	ApplyFailedReason            = "ApplyFailed"
+	WaitingReason                = "WaitingForPreviousPhase"
+	NotAnsweringReason           = "NotAnswering"
+	DeletingReason               = "Deleting"
+	EtcdMembershipReason         = "EtcdMembershipChange"
+	WaitingForControlPlaneReason = "WaitingForControlPlane"
+	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
+	DisabledReason               = "Disabled"
+	// RepairedReason is the reason of the event when the controller undid
+	// someone's deletion or edit of an object in the workload cluster.
+	RepairedReason = "Repaired"
 )

@@ -11,8 +11,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -74,8 +76,13 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	rendering := components.DefaultSettings()
 	rendering.ControllerNamespace = cfg.Namespace
+	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),
+		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
+	if err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
 	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering,
-		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second})
+		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second}, clusters)
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}

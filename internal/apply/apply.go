@@ -21,6 +21,28 @@ import (
 // desired field (a field that is no longer rendered, say).
 const HashAnnotation = "controlplane.cluster.x-k8s.io/applied-hash"
 
+// ManagedByLabel marks an object this controller keeps. Objects without an
+// owner reference (those in a workload cluster, which cannot point at a
+// control plane in another cluster) are ours only when they carry it with
+// the applier's Owner as value.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// Change is what Sync had to do to an object.
+type Change int
+
+// The changes Sync reports.
+const (
+	// Unchanged: the object already matched.
+	Unchanged Change = iota
+	// Created: the object was missing.
+	Created
+	// Updated: the rendering changed since the object was last applied.
+	Updated
+	// Restored: the rendering is the one last applied, yet the object
+	// differs from it: someone else edited it, and the edit was undone.
+	Restored
+)
+
 // ConflictError reports an object of the desired name that someone else
 // owns; it is never overwritten.
 type ConflictError struct{ Kind, Namespace, Name string }
@@ -40,28 +62,57 @@ type Applier struct {
 }
 
 // Apply makes the object in the cluster match desired and reports whether
-// it had to write. desired must carry its apiVersion and kind, and a
-// controller owner reference to the object that owns it.
+// it had to write. desired must carry its apiVersion and kind, and either a
+// controller owner reference to the object that owns it or ManagedByLabel.
 func (a *Applier) Apply(ctx context.Context, desired client.Object) (bool, error) {
+	change, err := a.Sync(ctx, desired)
+	return change != Unchanged, err
+}
+
+// Sync is Apply that also tells what kind of write it made.
+func (a *Applier) Sync(ctx context.Context, desired client.Object) (Change, error) {
 	want, err := Unstructured(desired)
 	if err != nil {
-		return false, err
+		return Unchanged, err
 	}
 	current, err := a.current(ctx, desired)
 	if err != nil {
-		return false, err
+		return Unchanged, err
 	}
+	change := Created
 	if current != nil {
-		if !sameController(desired, current) {
-			return false, &ConflictError{Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
+		if !a.owns(desired, current) {
+			return Unchanged, &ConflictError{Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
 		}
-		if current.GetAnnotations()[HashAnnotation] == want.GetAnnotations()[HashAnnotation] && Contains(current.Object, want.Object) {
-			return false, nil
+		sameHash := current.GetAnnotations()[HashAnnotation] == want.GetAnnotations()[HashAnnotation]
+		switch {
+		case sameHash && Contains(current.Object, want.Object):
+			return Unchanged, nil
+		case sameHash:
+			change = Restored
+		default:
+			change = Updated
 		}
 	}
 	err = a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(want), client.FieldOwner(a.Owner), client.ForceOwnership)
 	if err != nil {
-		return false, fmt.Errorf("apply %s %s: %w", want.GetKind(), want.GetName(), err)
+		return Unchanged, fmt.Errorf("apply %s %s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return change, nil
+}
+
+// Delete deletes the object of desired's name if it is ours, and reports
+// whether it did.
+func (a *Applier) Delete(ctx context.Context, desired client.Object) (bool, error) {
+	current, err := a.current(ctx, desired)
+	if err != nil || current == nil {
+		return false, err
+	}
+	if !a.owns(desired, current) {
+		return false, nil // not ours: leave it
+	}
+	if err := a.Client.Delete(ctx, desired, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("delete %s %s: %w", desired.GetObjectKind().GroupVersionKind().Kind, desired.GetName(), err)
 	}
 	return true, nil
 }
@@ -90,10 +141,15 @@ func (a *Applier) current(ctx context.Context, desired client.Object) (*unstruct
 	return &unstructured.Unstructured{Object: u}, nil
 }
 
-func sameController(desired client.Object, current *unstructured.Unstructured) bool {
+// owns tells whether current is ours: it has desired's controller, or, where
+// desired has none, our ManagedByLabel.
+func (a *Applier) owns(desired client.Object, current *unstructured.Unstructured) bool {
 	want := metav1.GetControllerOf(desired)
+	if want == nil {
+		return desired.GetLabels()[ManagedByLabel] == a.Owner && current.GetLabels()[ManagedByLabel] == a.Owner
+	}
 	have := metav1.GetControllerOfNoCopy(current)
-	return want != nil && have != nil && want.UID == have.UID
+	return have != nil && want.UID == have.UID
 }
 
 // Unstructured converts a rendered object into what is applied: no status,

@@ -162,6 +162,13 @@ func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host
 	}
 }
 
+// KonnectivityServicePort is where agents reach the konnectivity server
+// through the exposure Service: its node port for a NodePort Service, its
+// port otherwise.
+func KonnectivityServicePort(svc *corev1.Service) int32 {
+	return servicePort(svc, "konnectivity", svc.Spec.Type == corev1.ServiceTypeNodePort)
+}
+
 func servicePort(svc *corev1.Service, name string, node bool) int32 {
 	for _, p := range svc.Spec.Ports {
 		if p.Name == name {

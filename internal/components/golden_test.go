@@ -60,6 +60,10 @@ var goldenCases = []goldenCase{
 			s.Etcd.Args = map[string]string{"quota-backend-bytes": "4294967296"}
 			s.Certificates.RootCACertificateDuration = &metav1.Duration{Duration: 20 * 365 * 24 * time.Hour}
 			s.Certificates.CACertificateDuration = &metav1.Duration{Duration: 2 * 365 * 24 * time.Hour}
+			s.CoreDNS.Replicas = ptr.To[int32](3)
+			s.CoreDNS.Image = &v1alpha1.ImageSpec{Registry: ptr.To("mirror.example.com/k8s"), Tag: ptr.To("v1.14.3")}
+			s.KubeProxy.Args = map[string]string{"v": "2"}
+			s.KonnectivityClient.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}}
 		},
 		cluster: func(c *clusterv1.Cluster) {
 			c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"192.168.0.0/16"}
@@ -95,7 +99,10 @@ func (c goldenCase) input(t testing.TB) *Input {
 	settings.ControllerNamespace = "hosted-control-plane-system"
 	in, err := NewInput(cp, cluster, settings)
 	require.NoError(t, err)
-	in.Listener, in.Endpoint = c.listener, c.endpoint
+	in.Listener, in.Endpoint, in.KonnectivityPort = c.listener, c.endpoint, KonnectivityPort
+	if c.listener != nil {
+		in.KonnectivityPort = c.listener.Port
+	}
 	in.SecretHashes = map[string]string{in.EtcdServerSecret(): "e1", in.APIServerCertSecret(): "a1", in.SASecret(): "s1"}
 	return in
 }
@@ -110,11 +117,17 @@ func renderAll(t testing.TB, in *Input) []client.Object {
 	}}
 	cluster, err := ClusterKubeconfig(in, admin)
 	require.NoError(t, err)
+	join, err := Join(in, []byte("cluster CA"))
+	require.NoError(t, err)
+	kubeProxy, err := KubeProxy(in)
+	require.NoError(t, err)
 	var objs []client.Object
 	for _, group := range [][]client.Object{
 		Exposure(in), PKI(in), configs,
 		{cluster},
 		Etcd(in), APIServer(in), ControllerManager(in), Scheduler(in),
+		// In the workload cluster.
+		join, CoreDNS(in), kubeProxy, KonnectivityAgent(in),
 	} {
 		objs = append(objs, group...)
 	}

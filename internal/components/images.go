@@ -9,12 +9,25 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
-// etcdVersions maps a Kubernetes minor version to the etcd image tag kubeadm
-// ships with it; minors outside the table use the nearest one.
-var etcdVersions = []struct {
+// minorTags maps Kubernetes minor versions to the image tag kubeadm ships
+// with them; minors outside the table use the nearest one.
+type minorTags []struct {
 	minor uint64
 	tag   string
-}{
+}
+
+func (t minorTags) tag(v semver.Version) string {
+	tag := t[0].tag
+	for _, e := range t {
+		if v.Minor >= e.minor {
+			tag = e.tag
+		}
+	}
+	return tag
+}
+
+// etcdVersions are kubeadm's etcd tags (cmd/kubeadm/app/constants).
+var etcdVersions = minorTags{
 	{31, "3.5.15-0"},
 	{32, "3.5.16-0"},
 	{33, "3.5.21-0"},
@@ -23,16 +36,21 @@ var etcdVersions = []struct {
 	{36, "3.6.8-0"},
 }
 
-// EtcdTag is the etcd image tag for a Kubernetes version.
-func EtcdTag(v semver.Version) string {
-	tag := etcdVersions[0].tag
-	for _, e := range etcdVersions {
-		if v.Minor >= e.minor {
-			tag = e.tag
-		}
-	}
-	return tag
+// coreDNSVersions are kubeadm's CoreDNS tags (CoreDNSVersion in
+// cmd/kubeadm/app/constants).
+var coreDNSVersions = minorTags{
+	{31, "v1.11.3"},
+	{33, "v1.12.0"},
+	{34, "v1.12.1"},
+	{35, "v1.13.1"},
+	{36, "v1.14.2"},
 }
+
+// EtcdTag is the etcd image tag for a Kubernetes version.
+func EtcdTag(v semver.Version) string { return etcdVersions.tag(v) }
+
+// CoreDNSTag is the CoreDNS image tag for a Kubernetes version.
+func CoreDNSTag(v semver.Version) string { return coreDNSVersions.tag(v) }
 
 // KonnectivityTag is the konnectivity image tag released with a Kubernetes
 // minor version (v0.<minor>.0).

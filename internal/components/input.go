@@ -8,9 +8,11 @@ import (
 
 	"github.com/blang/semver/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilsnet "k8s.io/utils/net"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 )
 
 // Labels every object of a control plane carries. ControlPlaneLabel names the
@@ -19,7 +21,7 @@ const (
 	ControlPlaneLabel = "controlplane.cluster.x-k8s.io/hosted-control-plane"
 	ComponentLabel    = "app.kubernetes.io/name"
 	InstanceLabel     = "app.kubernetes.io/instance"
-	ManagedByLabel    = "app.kubernetes.io/managed-by"
+	ManagedByLabel    = apply.ManagedByLabel
 	// ManagedBy is the value of ManagedByLabel and the field manager of
 	// every server-side apply.
 	ManagedBy = "hosted-control-plane-controller"
@@ -64,9 +66,13 @@ type Input struct {
 	// SecretHashes are digests of the Secrets the pods mount, by Secret name;
 	// a pod template carries them so that new content rolls the pods.
 	SecretHashes map[string]string
+	// KonnectivityPort is where agents reach the konnectivity server on
+	// KonnectivityHost, once known.
+	KonnectivityPort int32
 
 	version             semver.Version
 	kubernetesServiceIP net.IP
+	dnsIP               net.IP
 }
 
 // NewInput checks what rendering needs from the Cluster and prepares it.
@@ -85,9 +91,14 @@ func NewInput(cp *v1alpha1.HostedControlPlane, cluster *clusterv1.Cluster, setti
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s spec.clusterNetwork.services.cidrBlocks[0] %q: %w", cluster.Name, cidr, err)
 	}
-	in.kubernetesServiceIP = make(net.IP, len(ipnet.IP))
-	copy(in.kubernetesServiceIP, ipnet.IP)
-	in.kubernetesServiceIP[len(in.kubernetesServiceIP)-1]++
+	// The first address is the kubernetes Service's, the tenth the cluster
+	// DNS's, as kubeadm has it.
+	if in.kubernetesServiceIP, err = utilsnet.GetIndexedIP(ipnet, 1); err != nil {
+		return nil, fmt.Errorf("cluster %s service network %s: %w", cluster.Name, cidr, err)
+	}
+	if in.dnsIP, err = utilsnet.GetIndexedIP(ipnet, 10); err != nil {
+		return nil, fmt.Errorf("cluster %s service network %s: %w", cluster.Name, cidr, err)
+	}
 	return in, nil
 }
 

@@ -4,5 +4,8 @@
 // reason and message say what is missing, and a phase that is not done stops
 // the pass, so an upgrade moves etcd, then the API servers, then the
 // controllers, never two at once. Status is computed in one place from what
-// is observed, and an unchanged control plane costs no API writes.
+// is observed, and an unchanged control plane costs no API writes. Once the
+// API server answers, the add-ons in the workload cluster are kept through
+// Cluster API's ClusterCache, each under a condition of its own that never
+// makes the control plane unavailable.
 package controller

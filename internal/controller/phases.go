@@ -85,6 +85,8 @@ var ownedConditions = []string{
 	v1alpha1.AvailableCondition, v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition,
 	v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition,
 	v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
+	v1alpha1.NodeJoinReadyCondition, v1alpha1.CoreDNSReadyCondition, v1alpha1.KubeProxyReadyCondition,
+	v1alpha1.KonnectivityAgentReadyCondition,
 }
 
 func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) {
@@ -150,9 +152,11 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 }
 
 // endpoint is where the API server is reached: the gateway hostname, or the
-// address of the exposure Service.
+// address of the exposure Service. It also records the konnectivity
+// server's port, which comes from the same place.
 func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, bool) {
 	if l := s.in.Listener; l != nil {
+		s.in.KonnectivityPort = l.Port
 		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), l.Domain), l.Port, true
 	}
 	svc := &corev1.Service{}
@@ -160,6 +164,7 @@ func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, boo
 	if err := r.client.Get(ctx, key, svc); err != nil {
 		return "", 0, false
 	}
+	s.in.KonnectivityPort = components.KonnectivityServicePort(svc)
 	return components.ServiceEndpoint(s.hcp, svc)
 }
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -45,16 +46,22 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	// prober tells whether the API server answers through a kubeconfig.
 	prober Prober
+	// clusters reaches the workload clusters.
+	clusters WorkloadClusters
 
-	applier *apply.Applier
-	watches *optionalWatches
+	applier    *apply.Applier
+	watches    *optionalWatches
+	controller controller.Controller
 }
 
 // NewReconciler returns a Reconciler that reads through c, normally backed
-// by the manager's label-scoped cache, and past it through apiReader.
-func NewReconciler(c client.Client, apiReader client.Reader, settings components.Settings, recorder events.EventRecorder, prober Prober) *Reconciler {
+// by the manager's label-scoped cache, and past it through apiReader, and
+// reaches workload clusters through clusters.
+func NewReconciler(c client.Client, apiReader client.Reader, settings components.Settings, recorder events.EventRecorder,
+	prober Prober, clusters WorkloadClusters,
+) *Reconciler {
 	return &Reconciler{
-		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober,
+		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
 		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: components.ManagedBy},
 	}
 }
@@ -137,12 +144,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if !allDone && !ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
 		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.WaitingReason,
 			"waiting for every phase to be done before the API server can answer")
+		markWorkloadWaiting(s.hcp, r.addons())
 		return ctrl.Result{}, nil
 	}
-	if r.probe(ctx, s) {
-		return ctrl.Result{RequeueAfter: probeInterval}, nil
+	if !r.probe(ctx, s) {
+		markWorkloadWaiting(s.hcp, r.addons())
+		return ctrl.Result{RequeueAfter: retryInterval}, nil
 	}
-	return ctrl.Result{RequeueAfter: retryInterval}, nil
+	// The workload cluster's add-ons come once the API server answers; their
+	// failures are theirs and leave the control plane Available.
+	if err := r.reconcileWorkload(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: probeInterval}, nil
 }
 
 // markWaiting says what the phases after the i-th wait for; those that have

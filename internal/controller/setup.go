@@ -68,10 +68,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(mapCluster)).
+		// A new connection to a workload cluster brings its add-ons.
+		WatchesRawSource(r.clusters.GetClusterSource("hostedcontrolplane", mapCluster)).
 		Build(r)
 	if err != nil {
 		return err
 	}
+	r.controller = c
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.HostedControlPlane{}, handler.OnlyControllerOwner())
 	r.watches = &optionalWatches{controller: c, cache: mgr.GetCache(), client: mgr.GetClient(), kinds: []optionalKind{
 		{obj: &cmv1.Certificate{}, handler: owner},

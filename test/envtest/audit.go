@@ -11,12 +11,13 @@ import (
 
 // Write is one write request the API server accepted or refused.
 type Write struct {
-	Verb     string
-	User     string
-	Resource string
-	Name     string
-	Code     int
-	At       time.Time
+	Verb      string
+	User      string
+	UserAgent string
+	Resource  string
+	Name      string
+	Code      int
+	At        time.Time
 }
 
 func (w Write) String() string {
@@ -26,7 +27,25 @@ func (w Write) String() string {
 // configureAPIServer makes the API server log every write, so tests can
 // count what a component wrote, and gives it a large service network.
 func (e *Env) configureAPIServer() error {
-	policy := filepath.Join(e.dir, "audit-policy.yaml")
+	flags, err := AuditFlags(e.dir)
+	if err != nil {
+		return err
+	}
+	e.auditLog = flags["audit-log-path"]
+	api := e.env.ControlPlane.GetAPIServer().Configure().
+		// Room for hundreds of control planes' Services (envtest's default
+		// range has 254 addresses).
+		Set("service-cluster-ip-range", "10.0.0.0/16")
+	for name, value := range flags {
+		api.Set(name, value)
+	}
+	return nil
+}
+
+// AuditFlags are the kube-apiserver flags that log every write into
+// dir/audit.log, which ReadWrites reads.
+func AuditFlags(dir string) (map[string]string, error) {
+	policy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -34,22 +53,30 @@ rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
 `), 0o600); err != nil {
-		return err
+		return nil, err
 	}
-	e.auditLog = filepath.Join(e.dir, "audit.log")
-	e.env.ControlPlane.GetAPIServer().Configure().
-		// Room for hundreds of control planes' Services (envtest's default
-		// range has 254 addresses).
-		Set("service-cluster-ip-range", "10.0.0.0/16").
-		Set("audit-policy-file", policy).
-		Set("audit-log-path", e.auditLog).
-		Set("audit-log-mode", "blocking")
-	return nil
+	return map[string]string{
+		"audit-policy-file": policy,
+		"audit-log-path":    filepath.Join(dir, "audit.log"),
+		"audit-log-mode":    "blocking",
+	}, nil
 }
 
 // Writes are the writes user made since a time, oldest first.
 func (e *Env) Writes(user string, since time.Time) ([]Write, error) {
-	f, err := os.Open(e.auditLog)
+	all, err := ReadWrites(e.auditLog, since)
+	var writes []Write
+	for _, w := range all {
+		if w.User == user {
+			writes = append(writes, w)
+		}
+	}
+	return writes, err
+}
+
+// ReadWrites are the writes in an audit log since a time, oldest first.
+func ReadWrites(auditLog string, since time.Time) ([]Write, error) {
+	f, err := os.Open(auditLog)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +87,7 @@ func (e *Env) Writes(user string, since time.Time) ([]Write, error) {
 	for scanner.Scan() {
 		var ev struct {
 			Verb      string
+			UserAgent string
 			User      struct{ Username string }
 			ObjectRef struct {
 				Resource, Subresource, Name string
@@ -70,14 +98,14 @@ func (e *Env) Writes(user string, since time.Time) ([]Write, error) {
 		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
-		if ev.User.Username != user || ev.RequestReceivedTimestamp.Before(since) {
+		if ev.RequestReceivedTimestamp.Before(since) {
 			continue
 		}
 		resource := ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			resource += "/" + ev.ObjectRef.Subresource
 		}
-		writes = append(writes, Write{ev.Verb, ev.User.Username, resource, ev.ObjectRef.Name, ev.ResponseStatus.Code, ev.RequestReceivedTimestamp})
+		writes = append(writes, Write{ev.Verb, ev.User.Username, ev.UserAgent, resource, ev.ObjectRef.Name, ev.ResponseStatus.Code, ev.RequestReceivedTimestamp})
 	}
 	return writes, scanner.Err()
 }

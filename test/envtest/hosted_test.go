@@ -18,8 +18,9 @@ import (
 // issued, and a kube-apiserver v1.36.3 with exactly the flags and mounted
 // Secrets of the Deployment the controller rendered. Only addresses change:
 // the pod IP and the etcd Service become 127.0.0.1, the secure port becomes
-// port.
-func runHostedAPIServer(t *testing.T, ns, cluster string, port int) {
+// port. The API server logs every write to the audit log whose path it
+// returns.
+func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog string) {
 	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	dir := t.TempDir()
@@ -52,9 +53,15 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) {
 	args = append(args,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", etcdPort))
+	audit, err := AuditFlags(dir)
+	require.NoError(t, err)
+	for name, value := range audit {
+		args = append(args, "--"+name+"="+value)
+	}
 	apiserver, err := StartProcess(filepath.Join(bin, "kube-apiserver"), nil, args...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = apiserver.Stop(20 * time.Second) })
+	return audit["audit-log-path"]
 }
 
 // mountInto writes the Secrets a container mounts under dir and returns its

@@ -20,8 +20,9 @@ import (
 )
 
 // readyControlPlane brings a control plane of version up to ControllersReady,
-// playing the workload controllers as the other tests do.
-func readyControlPlane(t *testing.T, name, version string) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
+// playing the workload controllers as the other tests do; changes apply to
+// the control plane before it is created.
+func readyControlPlane(t *testing.T, name, version string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
 	t.Helper()
 	ns := namespace(t)
 	cluster := newCluster(t, ns, name, 0)
@@ -30,6 +31,9 @@ func readyControlPlane(t *testing.T, name, version string) (*clusterv1.Cluster, 
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
 		// Nothing answers there: the probe fails at once, with no name to look up.
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
+		for _, change := range changes {
+			change(h)
+		}
 	})
 	waitCondition(t, hcp, v1alpha1.KubeconfigReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	rollOutStatefulSet(t, ns, name+"-etcd")
@@ -44,10 +48,18 @@ func readyControlPlane(t *testing.T, name, version string) (*clusterv1.Cluster, 
 func image(t *testing.T, obj client.Object, ns, name string) string {
 	t.Helper()
 	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj))
+	return firstImage(t, obj)
+}
+
+// firstImage is the image of the first container of a workload read before.
+func firstImage(t *testing.T, obj client.Object) string {
+	t.Helper()
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return o.Spec.Template.Spec.Containers[0].Image
 	case *appsv1.StatefulSet:
+		return o.Spec.Template.Spec.Containers[0].Image
+	case *appsv1.DaemonSet:
 		return o.Spec.Template.Spec.Containers[0].Image
 	}
 	t.Fatalf("no image in %T", obj)

@@ -48,6 +48,22 @@ func RollOutDeployment(ctx context.Context, c client.Client, key client.ObjectKe
 	})
 }
 
+// RollOutDaemonSet marks a DaemonSet's current spec available on every node
+// it wants, as its controller would; with no nodes it wants none.
+func RollOutDaemonSet(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	return updateStatus(ctx, c, key, &appsv1.DaemonSet{}, func(d *appsv1.DaemonSet) bool {
+		if d.Status.ObservedGeneration == d.Generation {
+			return false
+		}
+		n := d.Status.DesiredNumberScheduled
+		d.Status = appsv1.DaemonSetStatus{
+			ObservedGeneration: d.Generation, DesiredNumberScheduled: n, CurrentNumberScheduled: n,
+			UpdatedNumberScheduled: n, NumberAvailable: n, NumberReady: n,
+		}
+		return true
+	})
+}
+
 // updateStatus writes the status of the object at key when change says it
 // changed it, again on a conflict.
 func updateStatus[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T, change func(T) bool) error {

@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -117,6 +119,10 @@ func BenchmarkReconcile(b *testing.B) {
 	if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
+	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()), crcontroller.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = mgr.Start(mctx) }()
@@ -125,7 +131,7 @@ func BenchmarkReconcile(b *testing.B) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), components.DefaultSettings(),
-		mgr.GetEventRecorder("bench"), controller.ReadyzProber{Timeout: time.Second})
+		mgr.GetEventRecorder("bench"), controller.ReadyzProber{Timeout: time.Second}, clusters)
 
 	ns := namespace(ctx, b)
 	hcp, err := createControlPlane(ctx, env.Client, ns, "bench")

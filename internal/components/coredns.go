@@ -1,0 +1,155 @@
+package components
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CoreDNSName is the CoreDNS Deployment, ConfigMap and ServiceAccount in
+// kube-system; DNSServiceName its Service, as kubeadm names them.
+const (
+	CoreDNSName    = "coredns"
+	DNSServiceName = "kube-dns"
+)
+
+// CoreDNS renders the cluster DNS as kubeadm deploys it: its RBAC, the
+// Corefile, the Deployment (spec.coredns tunes it) and the kube-dns Service
+// at DNSIP, the address kubelets are told to use.
+func CoreDNS(in *Input) []client.Object {
+	return []client.Object{
+		serviceAccount("kube-system", CoreDNSName),
+		clusterRole("system:coredns",
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}}),
+		clusterRoleBinding("system:coredns", "system:coredns",
+			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: CoreDNSName, Namespace: "kube-system"}),
+		configMap("kube-system", CoreDNSName, map[string]string{"Corefile": in.corefile()}),
+		in.coreDNSDeployment(),
+		in.dnsService(),
+	}
+}
+
+func (in *Input) corefile() string {
+	return strings.ReplaceAll(`.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes DOMAIN in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success DOMAIN
+       disable denial DOMAIN
+    }
+    loop
+    reload
+    loadbalance
+}
+`, "DOMAIN", in.ClusterDomain())
+}
+
+func (in *Input) coreDNSDeployment() *appsv1.Deployment {
+	spec := in.ControlPlane.Spec.CoreDNS
+	selector := map[string]string{k8sAppLabel: DNSServiceName}
+	c := container(CoreDNSName, image(in.defaultImage("coredns/coredns", CoreDNSTag(in.addonsSemver())), spec.Image),
+		spec.Container, "/coredns", flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
+	// CoreDNS serves on port 53 as a non-root user.
+	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+	c.SecurityContext.RunAsNonRoot = nil
+	if spec.Resources == nil {
+		c.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
+		}
+	}
+	c.Ports = []corev1.ContainerPort{
+		{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+		{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
+		{Name: "metrics", ContainerPort: 9153, Protocol: corev1.ProtocolTCP},
+		{Name: "liveness-probe", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+		{Name: "readiness-probe", ContainerPort: 8181, Protocol: corev1.ProtocolTCP},
+	}
+	c.LivenessProbe = &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("liveness-probe")}},
+		InitialDelaySeconds: 60, TimeoutSeconds: 5, FailureThreshold: 5,
+	}
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("readiness-probe")}},
+	}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "config-volume", MountPath: "/etc/coredns", ReadOnly: true}}
+	pod := corev1.PodSpec{
+		ServiceAccountName: CoreDNSName,
+		PriorityClassName:  priorityClass(spec.PriorityClassName, "system-cluster-critical"),
+		DNSPolicy:          corev1.DNSDefault,
+		NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
+		Tolerations: []corev1.Toleration{
+			{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule},
+		},
+		Affinity:   spreadAcrossNodes(selector),
+		Containers: []corev1.Container{c},
+		Volumes: []corev1.Volume{{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: CoreDNSName},
+			Items:                []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}},
+		}}}},
+	}
+	return addonDeployment(CoreDNSName, selector, ptr.Deref(spec.Replicas, 2), pod)
+}
+
+func (in *Input) dnsService() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: workloadMeta("kube-system", DNSServiceName, map[string]string{
+			k8sAppLabel: DNSServiceName, "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS",
+		}),
+		Spec: corev1.ServiceSpec{
+			ClusterIP: in.DNSIP(),
+			Selector:  map[string]string{k8sAppLabel: DNSServiceName},
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(53), Protocol: corev1.ProtocolUDP},
+				{Name: "dns-tcp", Port: 53, TargetPort: intstr.FromInt32(53), Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: 9153, TargetPort: intstr.FromInt32(9153), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// addonDeployment is a Deployment of an add-on in kube-system whose pods
+// carry selector as labels.
+func addonDeployment(name string, selector map[string]string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: workloadMeta("kube-system", name, selector),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
+		},
+	}
+}
+
+func priorityClass(set, def string) string {
+	if set != "" {
+		return set
+	}
+	return def
+}

@@ -1,0 +1,122 @@
+package components
+
+import (
+	"github.com/blang/semver/v4"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Objects in the workload cluster cannot carry an owner reference to a
+// control plane in another cluster. They carry ManagedByLabel instead: the
+// applier takes only objects with it as its own, and the controller's cache
+// of the workload cluster holds only them.
+
+// WorkloadLabels are the labels of every object the controller keeps in a
+// workload cluster.
+func WorkloadLabels() map[string]string { return map[string]string{ManagedByLabel: ManagedBy} }
+
+// k8sAppLabel names an add-on's pods, as kubeadm names them; Services and
+// tools select them by it.
+const k8sAppLabel = "k8s-app"
+
+// Well-known identities of kubeadm clusters.
+const (
+	bootstrapTokenGroup = "system:bootstrappers:kubeadm:default-node-token"
+	nodesGroup          = "system:nodes"
+)
+
+func workloadMeta(namespace, name string, extra map[string]string) metav1.ObjectMeta {
+	labels := WorkloadLabels()
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
+}
+
+// AddonsVersion is the Kubernetes version the workload cluster's add-ons and
+// join configuration follow: the oldest version the API servers run
+// (status.versions), so that an upgrade moves them only once the control
+// plane has moved; spec.version until an API server reports one.
+func (in *Input) AddonsVersion() string {
+	if v := in.ControlPlane.Status.Versions; len(v) > 0 {
+		return v[0].Version
+	}
+	return in.ControlPlane.Spec.Version
+}
+
+// addonsSemver is AddonsVersion parsed; a version that does not parse (which
+// admission prevents) falls back to spec.version, which NewInput checked.
+func (in *Input) addonsSemver() semver.Version {
+	if v, err := v1alpha1.ParseVersion(in.AddonsVersion()); err == nil {
+		return v
+	}
+	return in.version
+}
+
+// DNSIP is the cluster DNS Service's address: the tenth of the service
+// network, as kubeadm picks it.
+func (in *Input) DNSIP() string { return in.dnsIP.String() }
+
+func serviceAccount(namespace, name string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: workloadMeta(namespace, name, nil),
+	}
+}
+
+func configMap(namespace, name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: workloadMeta(namespace, name, nil),
+		Data:       data,
+	}
+}
+
+func clusterRole(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: workloadMeta("", name, nil),
+		Rules:      rules,
+	}
+}
+
+func clusterRoleBinding(name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: workloadMeta("", name, nil),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   subjects,
+	}
+}
+
+// configMapReader is a Role, and its binding to subjects, that lets them
+// read one ConfigMap of the namespace.
+func configMapReader(namespace, name, configMap string, subjects ...rbacv1.Subject) []client.Object {
+	return []client.Object{
+		&rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+			ObjectMeta: workloadMeta(namespace, name, nil),
+			Rules: []rbacv1.PolicyRule{{
+				APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{configMap}, Verbs: []string{"get"},
+			}},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+			ObjectMeta: workloadMeta(namespace, name, nil),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   subjects,
+		},
+	}
+}
+
+func groups(names ...string) []rbacv1.Subject {
+	subjects := make([]rbacv1.Subject, len(names))
+	for i, n := range names {
+		subjects[i] = rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: n}
+	}
+	return subjects
+}

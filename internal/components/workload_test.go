@@ -1,0 +1,65 @@
+package components
+
+import (
+	"testing"
+
+	"github.com/blang/semver/v4"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The cluster DNS is the tenth address of the service network, as kubeadm
+// has it, for IPv4 and IPv6 alike.
+func TestDNSIP(t *testing.T) {
+	for cidr, want := range map[string]string{
+		"10.96.0.0/12":     "10.96.0.10",
+		"172.30.128.0/17":  "172.30.128.10",
+		"fd00:10:96::/108": "fd00:10:96::a",
+	} {
+		c := goldenCases[0]
+		c.cluster = func(cl *clusterv1.Cluster) { cl.Spec.ClusterNetwork.Services.CIDRBlocks = []string{cidr} }
+		in := c.input(t)
+		assert.Equal(t, want, in.DNSIP(), cidr)
+		dns := findObject[*corev1.Service](t, CoreDNS(in), DNSServiceName)
+		assert.Equal(t, want, dns.Spec.ClusterIP, cidr)
+	}
+}
+
+// The add-ons follow the version the API servers run, not the one asked for:
+// during an upgrade they stay until status.versions moves.
+func TestAddonsFollowTheRunningVersion(t *testing.T) {
+	in := goldenCases[0].input(t)
+	in.ControlPlane.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.35.2", Replicas: 2}}
+	kubeProxy, err := KubeProxy(in)
+	require.NoError(t, err)
+	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.35.2",
+		findObject[*appsv1.DaemonSet](t, kubeProxy, KubeProxyName).Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, "registry.k8s.io/coredns/coredns:v1.13.1",
+		findObject[*appsv1.Deployment](t, CoreDNS(in), CoreDNSName).Spec.Template.Spec.Containers[0].Image)
+	join, err := Join(in, []byte("CA"))
+	require.NoError(t, err)
+	assert.Contains(t, findObject[*corev1.ConfigMap](t, join, KubeadmConfigName).Data["ClusterConfiguration"], "kubernetesVersion: v1.35.2")
+}
+
+func TestCoreDNSTag(t *testing.T) {
+	for version, want := range map[string]string{"1.30.0": "v1.11.3", "1.33.1": "v1.12.0", "1.36.3": "v1.14.2", "1.40.0": "v1.14.2"} {
+		assert.Equal(t, want, CoreDNSTag(semver.MustParse(version)), version)
+	}
+}
+
+func findObject[T client.Object](t *testing.T, objs []client.Object, name string) T {
+	t.Helper()
+	for _, o := range objs {
+		if typed, ok := o.(T); ok && o.GetName() == name {
+			return typed
+		}
+	}
+	var zero T
+	t.Fatalf("no %T %s", zero, name)
+	return zero
+}
