@@ -18,6 +18,12 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS)
 GOLANGCI       := $(BIN)/golangci-lint-$(GOLANGCI_LINT)
 KUSTOMIZE      := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 CAPI_MANAGER   := $(BIN)/capi/$(CAPI_VERSION)/manager
+LOCALCLUSTER   := $(BIN)/localcluster
+# Where the local management cluster keeps its state and logs (outside the
+# repository: it holds container filesystems).
+E2E_DIR        ?= /var/lib/hostedcp-e2e
+# What the local management cluster needs from Debian.
+HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack iproute2
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -49,6 +55,16 @@ manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-com
 	mkdir -p dist
 	$(KUSTOMIZE) build config/default > dist/control-plane-components.yaml
 	@echo "wrote dist/control-plane-components.yaml"
+
+.PHONY: up
+up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster.
+	go build -o $(LOCALCLUSTER) ./test/e2e/cmd/localcluster
+	KUSTOMIZE=$(KUSTOMIZE) $(LOCALCLUSTER) up -dir $(E2E_DIR)
+
+.PHONY: down
+down: ## Tear down what make up started.
+	go build -o $(LOCALCLUSTER) ./test/e2e/cmd/localcluster
+	$(LOCALCLUSTER) down -dir $(E2E_DIR)
 
 .PHONY: dev
 dev: kube-binaries ## Start a local API server with the CRDs, the controller and the samples (Ctrl-C stops).
@@ -85,6 +101,16 @@ unit: ## Unit tests (no API server).
 .PHONY: envtest
 envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
+
+.PHONY: test-e2e
+test-e2e: host-packages $(KUSTOMIZE) manifests ## End-to-end tests in a local management cluster (root; builds every image from source).
+	E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./test/e2e/ -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
+
+.PHONY: host-packages
+host-packages: ## Install what the local management cluster needs from Debian, when missing.
+	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "installing $$missing"; apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 .PHONY: bench
 bench: kube-binaries ## Print performance figures as BENCH lines (not run by CI): controller, then extension hooks.

@@ -106,7 +106,7 @@ func (l layout) kubeconfig(name string) string {
 // same directory left behind, then starts every part and waits until the node
 // is Ready and CoreDNS and kube-proxy run. On failure it tears down what it
 // started.
-func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Dir == "" {
 		cfg.Dir = DefaultDir
 	}
@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := Teardown(cfg.Dir, cfg.Binaries.KubeProxy); err != nil {
 		return nil, fmt.Errorf("remove the previous cluster in %s: %w", cfg.Dir, err)
 	}
-	c = &Cluster{cfg: cfg, layout: layout{cfg.Dir}, st: &state{Dir: cfg.Dir, Supervisor: os.Getpid()}}
+	c := &Cluster{cfg: cfg, layout: layout{cfg.Dir}, st: &state{Dir: cfg.Dir, Supervisor: os.Getpid()}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+)
+
+// benchRuns is how many control planes BenchmarkHostedControlPlane creates
+// one after another.
+const benchRuns = 3
+
+// BenchmarkHostedControlPlane prints, as BENCH lines: the time from a Cluster
+// created to its control plane Available (median of benchRuns, two API
+// servers and three etcd members each), the time etcd plus kube-apiserver
+// take to start as plain processes on the same machine, their ratio, and the
+// resident memory of one idle hosted control plane's containers, summed.
+func BenchmarkHostedControlPlane(b *testing.B) {
+	ns := namespace(b, "bench")
+	var durations []time.Duration
+	var rss float64
+	for i := range benchRuns {
+		name := fmt.Sprintf("bench-%d", i)
+		start := time.Now()
+		apply(b, ns, hostedCluster(name, images.KubeVersion, 2, 3))
+		require.NoError(b, local.WaitAvailable(b.Context(), k8s, client.ObjectKey{Namespace: ns, Name: name}, 15*time.Minute))
+		durations = append(durations, time.Since(start))
+		if i == 0 {
+			// Let it settle before measuring it idle.
+			time.Sleep(30 * time.Second)
+			rss = controlPlaneRSS(b, ns, name)
+		}
+		deleteCluster(b, ns, name)
+	}
+	slices.Sort(durations)
+	available := durations[len(durations)/2].Seconds()
+
+	start := time.Now()
+	env, err := envtest.StartWith()
+	require.NoError(b, err)
+	bare := time.Since(start).Seconds()
+	require.NoError(b, env.Stop())
+
+	fmt.Printf("BENCH time_to_available_s %.3f s\n", available)
+	fmt.Printf("BENCH bare_apiserver_start_s %.3f s\n", bare)
+	fmt.Printf("BENCH available_over_bare %.3f x\n", available/bare)
+	fmt.Printf("BENCH hosted_cp_rss_mib %.3f MiB\n", rss)
+}
+
+// controlPlaneRSS sums the resident memory of every process in the
+// containers of a Cluster's control plane pods, read from their cgroups.
+func controlPlaneRSS(b *testing.B, ns, name string) float64 {
+	pods := &corev1.PodList{}
+	require.NoError(b, k8s.List(b.Context(), pods, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": name}))
+	require.NotEmpty(b, pods.Items)
+	uids := map[string]bool{}
+	for _, p := range pods.Items {
+		uids["pod"+string(p.UID)] = true
+	}
+	var kib int64
+	_ = filepath.WalkDir("/sys/fs/cgroup/memory", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || !uids[d.Name()] {
+			return nil //nolint:nilerr // a vanished cgroup holds nothing
+		}
+		_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Name() != "cgroup.procs" {
+				return nil //nolint:nilerr // as above
+			}
+			procs, _ := os.ReadFile(p)
+			for _, pid := range strings.Fields(string(procs)) {
+				kib += vmRSS(pid)
+			}
+			return nil
+		})
+		return fs.SkipDir
+	})
+	return float64(kib) / 1024
+}
+
+// vmRSS is a process's resident set in KiB.
+func vmRSS(pid string) int64 {
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+)
+
+// hostedCluster is a Cluster whose controlPlaneRef is a HostedControlPlane
+// of apiServers API servers and etcdMembers etcd members, as users write it.
+func hostedCluster(name, version string, apiServers, etcdMembers int) string {
+	return fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata:
+  name: %[1]s
+spec:
+  clusterNetwork:
+    pods: {cidrBlocks: [192.168.0.0/16]}
+    services: {cidrBlocks: [10.128.0.0/16]}
+  controlPlaneRef:
+    apiGroup: controlplane.cluster.x-k8s.io
+    kind: HostedControlPlane
+    name: %[1]s
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata:
+  name: %[1]s
+  labels: {cluster.x-k8s.io/cluster-name: %[1]s}
+spec:
+  version: %[2]s
+  replicas: %[3]d
+  etcd: {replicas: %[4]d, volumeSize: 1Gi}
+`, name, version, apiServers, etcdMembers)
+}
+
+// A Cluster with a HostedControlPlane of two API servers and three etcd
+// members becomes Available; its kubeconfig reaches the hosted API server
+// from the host; the API servers scale up and down under a polling client
+// that sees no failed request; deleting the Cluster removes every object
+// and pod.
+func TestHostedControlPlane(t *testing.T) {
+	ns := namespace(t, "direct")
+	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3))
+	key := client.ObjectKey{Namespace: ns, Name: "direct"}
+	start := time.Now()
+	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+	t.Logf("Available %s after the Cluster was created", time.Since(start).Round(time.Second))
+
+	t.Run("the kubeconfig reaches the hosted API server from the host", func(t *testing.T) {
+		cfg := hostedConfig(t, ns, "direct")
+		hosted, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		version, err := hosted.Discovery().ServerVersion()
+		require.NoError(t, err)
+		assert.Equal(t, images.KubeVersion, version.GitVersion)
+		ctx := testContext(t)
+		created, err := hosted.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello"}, Data: map[string]string{"from": "host"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		read, err := hosted.CoreV1().ConfigMaps("default").Get(ctx, "hello", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, created.UID, read.UID)
+		assert.Equal(t, "host", read.Data["from"])
+	})
+
+	t.Run("the control plane's pods run", func(t *testing.T) {
+		assertReadyPods(t, ns, "direct-etcd", 3)
+		assertReadyPods(t, ns, "direct-apiserver", 2)
+		hcp := &v1alpha1.HostedControlPlane{}
+		require.NoError(t, k8s.Get(testContext(t), key, hcp))
+		assert.Equal(t, []string{images.KubeVersion}, versions(hcp))
+		assert.Equal(t, int32(2), ptr.Deref(hcp.Status.ReadyReplicas, 0))
+	})
+
+	t.Run("the API servers scale up and down with no failed request", func(t *testing.T) {
+		failures, requests := pollAPIServer(t, hostedConfig(t, ns, "direct"), func() {
+			for _, replicas := range []int32{3, 1, 2} {
+				scale(t, key, replicas)
+			}
+		})
+		t.Logf("%d requests while scaling, %d failed", requests, len(failures))
+		assert.Empty(t, failures, "requests that failed while the API servers scaled")
+		assert.Greater(t, requests, int64(50), "the client polled throughout")
+	})
+
+	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
+		deleteCluster(t, ns, "direct")
+	})
+}
+
+// assertReadyPods checks that the Deployment or StatefulSet name has want
+// pods, all ready.
+func assertReadyPods(t *testing.T, ns, name string, want int) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+	ready := 0
+	for _, p := range pods.Items {
+		if owner := metav1.GetControllerOf(&p); owner != nil && (owner.Name == name || isReplicaSetOf(ns, owner.Name, name)) && podReady(&p) {
+			ready++
+		}
+	}
+	assert.Equal(t, want, ready, "ready pods of %s", name)
+}
+
+func isReplicaSetOf(ns, replicaSet, deployment string) bool {
+	rs := &appsv1.ReplicaSet{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: replicaSet}, rs); err != nil {
+		return false
+	}
+	owner := metav1.GetControllerOf(rs)
+	return owner != nil && owner.Name == deployment
+}
+
+func versions(hcp *v1alpha1.HostedControlPlane) []string {
+	var out []string
+	for _, v := range hcp.Status.Versions {
+		out = append(out, v.Version)
+	}
+	return out
+}
+
+// scale sets the API server replicas through the scale subresource, as
+// kubectl scale does, and waits until that many are ready and up to date.
+func scale(t *testing.T, key client.ObjectKey, replicas int32) {
+	t.Helper()
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(testContext(t), key, hcp))
+	patch := client.MergeFrom(hcp.DeepCopy())
+	hcp.Spec.Replicas = &replicas
+	require.NoError(t, k8s.Patch(testContext(t), hcp, patch))
+	eventually(t, 5*time.Minute, fmt.Sprintf("%d API servers ready", replicas), func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(testContext(t), client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-apiserver"}, d); err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != replicas || d.Status.Replicas != replicas || d.Status.UpdatedReplicas != replicas {
+			return fmt.Errorf("%d pods, %d ready, %d up to date", d.Status.Replicas, d.Status.ReadyReplicas, d.Status.UpdatedReplicas)
+		}
+		return k8s.Get(testContext(t), key, hcp)
+	})
+	// Give the Service's endpoints and kube-proxy time to follow, under load.
+	time.Sleep(5 * time.Second)
+}
+
+// pollAPIServer lists namespaces through cfg every 50ms while during runs,
+// each request on a new connection (so kube-proxy may pick another API server
+// each time), and returns the failed requests and the count of all.
+func pollAPIServer(t *testing.T, cfg *rest.Config, during func()) (failures []string, requests int64) {
+	t.Helper()
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	require.NoError(t, err)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+	url := cfg.Host + "/api/v1/namespaces?limit=1"
+	var (
+		count atomic.Int64
+		done  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			count.Add(1)
+			resp, err := hc.Get(url)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("%s", resp.Status)
+				}
+			}
+			if err != nil {
+				failures = append(failures, time.Now().Format(time.StampMilli)+": "+err.Error())
+			}
+		}
+	})
+	during()
+	close(done)
+	wg.Wait()
+	return failures, count.Load()
+}
+
+// deleteCluster deletes a Cluster and waits until nothing of it is left in
+// its namespace: no HostedControlPlane, no object labelled with the
+// cluster's name, no pod, no volume claim, no certificate.
+func deleteCluster(t testing.TB, ns, name string) {
+	t.Helper()
+	ctx := testContext(t)
+	require.NoError(t, k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
+	eventually(t, 5*time.Minute, "the Cluster is gone", func() error {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	eventually(t, 3*time.Minute, "nothing of the Cluster is left", func() error {
+		var left []string
+		for _, list := range []client.ObjectList{
+			&v1alpha1.HostedControlPlaneList{}, &corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
+			&corev1.SecretList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
+			&appsv1.StatefulSetList{}, &cmv1.CertificateList{}, &cmv1.IssuerList{},
+		} {
+			if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			items, err := apimeta.ExtractList(list)
+			if err != nil {
+				return err
+			}
+			for _, item := range items {
+				o, _ := item.(client.Object)
+				if o.GetName() == "kube-root-ca.crt" {
+					continue // every namespace's own
+				}
+				left = append(left, fmt.Sprintf("%T %s", o, o.GetName()))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+}

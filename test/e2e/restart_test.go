@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/provider"
+)
+
+// The controller's pod killed while it provisions a control plane: its
+// successor converges on the same objects, with nothing duplicated, nothing
+// orphaned and no workload rolled twice.
+func TestControllerKilledWhileProvisioning(t *testing.T) {
+	ns := namespace(t, "restart")
+	apply(t, ns, hostedCluster("restart", images.KubeVersion, 1, 1))
+	key := client.ObjectKey{Namespace: ns, Name: "restart"}
+	ctx := testContext(t)
+
+	eventually(t, 5*time.Minute, "the controller is in the middle of provisioning", func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.CertificatesReadyCondition) ||
+			apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.ExposureReadyCondition) {
+			return nil
+		}
+		return fmt.Errorf("not started yet: %v", hcp.Status.Conditions)
+	})
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(ctx, pods, client.InNamespace("hosted-control-plane-system"),
+		client.MatchingLabels{"app.kubernetes.io/name": "hosted-control-plane-controller"}))
+	require.Len(t, pods.Items, 1)
+	require.NoError(t, k8s.Delete(ctx, &pods.Items[0], client.GracePeriodSeconds(0)))
+	t.Logf("killed %s", pods.Items[0].Name)
+
+	require.NoError(t, provider.WaitAvailable(ctx, k8s, "hosted-control-plane-system", "hcp-controller"))
+	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 15*time.Minute))
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+
+	t.Run("every object is owned by the control plane, once", func(t *testing.T) {
+		for _, list := range []client.ObjectList{
+			&corev1.SecretList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{},
+			&cmv1.CertificateList{}, &cmv1.IssuerList{},
+		} {
+			require.NoError(t, k8s.List(ctx, list, client.InNamespace(ns)))
+			items, err := apimeta.ExtractList(list)
+			require.NoError(t, err)
+			for _, item := range items {
+				o := item.(client.Object)
+				if o.GetName() == "kube-root-ca.crt" {
+					continue
+				}
+				owners := o.GetOwnerReferences()
+				if _, issued := o.GetAnnotations()[cmv1.CertificateNameKey]; issued {
+					continue // a Secret of cert-manager's, removed by the finalizer
+				}
+				if assert.Len(t, owners, 1, "owners of %T %s", o, o.GetName()) {
+					assert.Equal(t, hcp.UID, owners[0].UID, "owner of %T %s", o, o.GetName())
+				}
+			}
+		}
+	})
+
+	t.Run("no workload rolled twice", func(t *testing.T) {
+		for _, d := range []string{"restart-apiserver", "restart-controller-manager", "restart-scheduler"} {
+			sets := &appsv1.ReplicaSetList{}
+			require.NoError(t, k8s.List(ctx, sets, client.InNamespace(ns)))
+			n := 0
+			for _, rs := range sets.Items {
+				if owner := metav1.GetControllerOf(&rs); owner != nil && owner.Name == d {
+					n++
+				}
+			}
+			assert.Equal(t, 1, n, "ReplicaSets of %s", d)
+		}
+		sts := &appsv1.StatefulSet{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "restart-etcd"}, sts))
+		assert.Equal(t, sts.Status.CurrentRevision, sts.Status.UpdateRevision, "etcd StatefulSet revisions")
+	})
+
+	t.Run("each certificate was issued once", func(t *testing.T) {
+		certs := &cmv1.CertificateList{}
+		require.NoError(t, k8s.List(ctx, certs, client.InNamespace(ns)))
+		require.NotEmpty(t, certs.Items)
+		for _, c := range certs.Items {
+			assert.Equal(t, 1, ptr.Deref(c.Status.Revision, 0), "revision of Certificate %s", c.Name)
+		}
+	})
+
+	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
+		deleteCluster(t, ns, "restart")
+	})
+}

@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+)
+
+var (
+	// root is the repository.
+	root string
+	// mgmt is the local management cluster every test shares.
+	mgmt *cluster.Cluster
+	// k8s is its admin client.
+	k8s client.Client
+	// clientset is the same for logs.
+	clientset *kubernetes.Clientset
+)
+
+// TestMain brings up the local management cluster with the provider
+// installed, runs the tests and tears everything down. The tests run only
+// with E2E=1 (make test-e2e sets it), as they need root, containerd, runc and
+// the CNI plugins.
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("E2E") != "1" {
+		fmt.Println("skipping the end-to-end tests: run them with make test-e2e")
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if root, err = envtest.RepoRoot(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	dir := os.Getenv("E2E_DIR")
+	if dir == "" {
+		dir = cluster.DefaultDir
+	}
+	start := time.Now()
+	cfg, err := local.ClusterConfig(ctx, root, dir, os.Stdout)
+	if err != nil {
+		fmt.Println("build images:", err)
+		return 1
+	}
+	fmt.Printf("e2e: images ready in %s\n", time.Since(start).Round(time.Second))
+	if mgmt, err = cluster.Start(ctx, cfg); err != nil {
+		fmt.Println("start the local management cluster:", err)
+		return 1
+	}
+	defer func() {
+		if err := mgmt.Stop(); err != nil {
+			fmt.Println("tear down:", err)
+		}
+	}()
+	k8s = mgmt.Client
+	if clientset, err = kubernetes.NewForConfig(mgmt.REST); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	start = time.Now()
+	if err := local.Install(ctx, root, k8s); err != nil {
+		fmt.Println(err)
+		dumpPods(ctx, os.Stdout)
+		return 1
+	}
+	fmt.Printf("e2e: provider installed in %s\n", time.Since(start).Round(time.Second))
+	return m.Run()
+}
+
+// testContext ends with the test.
+func testContext(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// namespace makes a namespace for one test; on failure it prints what the
+// controller said and the state of the namespace's pods.
+func namespace(t testing.TB, name string) string {
+	t.Helper()
+	ctx := testContext(t)
+	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			ctx := context.Background()
+			dumpControlPlanes(ctx, t, name)
+			dumpPods(ctx, t.Output())
+			dumpLogs(ctx, t.Output(), "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 60)
+		}
+	})
+	return name
+}
+
+func dumpControlPlanes(ctx context.Context, t testing.TB, ns string) {
+	hcps := &v1alpha1.HostedControlPlaneList{}
+	if err := k8s.List(ctx, hcps, client.InNamespace(ns)); err != nil {
+		t.Log(err)
+		return
+	}
+	for _, h := range hcps.Items {
+		t.Logf("HostedControlPlane %s: version %s, versions %v", h.Name, h.Spec.Version, h.Status.Versions)
+		for _, c := range h.Status.Conditions {
+			t.Logf("  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
+
+// dumpPods prints every pod that is not ready, with its container states.
+func dumpPods(ctx context.Context, w io.Writer) {
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods); err != nil {
+		_, _ = fmt.Fprintln(w, err)
+		return
+	}
+	for _, p := range pods.Items {
+		if podReady(&p) {
+			continue
+		}
+		_, _ = fmt.Fprintf(w, "pod %s/%s %s\n", p.Namespace, p.Name, p.Status.Phase)
+		for _, s := range p.Status.ContainerStatuses {
+			_, _ = fmt.Fprintf(w, "  %s ready=%v restarts=%d %+v\n", s.Name, s.Ready, s.RestartCount, s.State)
+		}
+	}
+}
+
+// dumpLogs prints the last lines of the pods matching selector.
+func dumpLogs(ctx context.Context, w io.Writer, ns, selector string, lines int64) {
+	pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		_, _ = fmt.Fprintln(w, err)
+		return
+	}
+	for _, p := range pods.Items {
+		b, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
+		_, _ = fmt.Fprintf(w, "--- logs of %s/%s (%v)\n%s\n", ns, p.Name, err, b)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// eventually polls check until it returns nil; when time is up it fails the
+// test with check's last error.
+func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s: %v", what, timeout, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// apply applies a YAML stream into ns.
+func apply(t testing.TB, ns, yaml string) {
+	t.Helper()
+	require.NoError(t, cluster.Apply(testContext(t), k8s, []byte(yaml), ns))
+}
+
+// hostedConfig is the client configuration of the admin kubeconfig the
+// provider wrote for a Cluster, as a user on the host uses it.
+func hostedConfig(t *testing.T, ns, clusterName string) *rest.Config {
+	t.Helper()
+	kubeconfig, err := local.Kubeconfig(testContext(t), k8s, client.ObjectKey{Namespace: ns, Name: clusterName})
+	require.NoError(t, err)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	require.NoError(t, err)
+	return cfg
+}
+
+// controlPlaneOf is the HostedControlPlane of a Cluster.
+func controlPlaneOf(t *testing.T, ns, clusterName string) *v1alpha1.HostedControlPlane {
+	t.Helper()
+	var hcp *v1alpha1.HostedControlPlane
+	eventually(t, 2*time.Minute, "the Cluster's HostedControlPlane exists", func() error {
+		list := &v1alpha1.HostedControlPlaneList{}
+		if err := k8s.List(testContext(t), list, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": clusterName}); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d HostedControlPlanes of Cluster %s", len(list.Items), clusterName)
+		}
+		hcp = &list.Items[0]
+		return nil
+	})
+	return hcp
+}
+
+// imageVersion is the tag of an image reference.
+func imageVersion(image string) string { return image[strings.LastIndex(image, ":")+1:] }

@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+)
+
+// classObjects are the ClusterClass and HostedControlPlaneTemplate of
+// config/samples, as users apply them, with two changes for this cluster:
+// no Gateway runs here, so the template names none (the API server gets a
+// LoadBalancer address), and no infrastructure provider runs, so the class
+// uses the tests' minimal infrastructure kind.
+func classObjects(t *testing.T) string {
+	t.Helper()
+	var docs []string
+	for _, f := range []string{"clusterclass.yaml", "hostedcontrolplanetemplate.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "config", "samples", f))
+		require.NoError(t, err)
+		obj := map[string]any{}
+		require.NoError(t, yaml.Unmarshal([]byte(strings.Split(string(b), "\n---\n")[0]), &obj))
+		spec := obj["spec"].(map[string]any)
+		switch obj["kind"] {
+		case "ClusterClass":
+			spec["infrastructure"] = map[string]any{"templateRef": map[string]any{
+				"apiVersion": "infrastructure.hostedcp.test/v1alpha1", "kind": "TestClusterTemplate", "name": "test",
+			}}
+		case "HostedControlPlaneTemplate":
+			delete(spec["template"].(map[string]any)["spec"].(map[string]any), "gateway")
+		}
+		delete(obj["metadata"].(map[string]any), "namespace")
+		out, err := yaml.Marshal(obj)
+		require.NoError(t, err)
+		docs = append(docs, string(out))
+	}
+	docs = append(docs, `apiVersion: infrastructure.hostedcp.test/v1alpha1
+kind: TestClusterTemplate
+metadata: {name: test}
+spec: {template: {spec: {}}}
+`)
+	return strings.Join(docs, "---\n")
+}
+
+var installTestInfrastructure sync.Once
+
+// A Cluster of the sample ClusterClass gets its HostedControlPlane from the
+// extension's variables and becomes Available at the previous patch release.
+// Its upgrade to the current one is held by the extension while an etcd
+// member is stopped, and completes once it is back: API servers first, then
+// the controllers, with status.versions moving only at the end.
+func TestClusterClassUpgrade(t *testing.T) {
+	installTestInfrastructure.Do(func() {
+		b, err := os.ReadFile(filepath.Join(root, "test", "envtest", "extension", "testdata", "infrastructure.yaml"))
+		require.NoError(t, err)
+		require.NoError(t, cluster.Apply(testContext(t), k8s, b, ""))
+	})
+	ns := namespace(t, "topology")
+	apply(t, ns, classObjects(t))
+	apply(t, ns, fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: topo}
+spec:
+  clusterNetwork:
+    pods: {cidrBlocks: [192.168.0.0/16]}
+    services: {cidrBlocks: [10.128.0.0/16]}
+  topology:
+    classRef: {name: hosted}
+    version: %s
+    variables:
+    - {name: controlPlaneReplicas, value: 2}
+    - {name: etcdReplicas, value: 3}
+    - {name: etcdVolumeSize, value: 1Gi}
+    - {name: certSANs, value: [api.topo.example]}
+`, images.PreviousKubeVersion))
+	hcp := controlPlaneOf(t, ns, "topo")
+	key := client.ObjectKeyFromObject(hcp)
+	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+
+	t.Run("the extension's variables shape the control plane", func(t *testing.T) {
+		require.NoError(t, k8s.Get(testContext(t), key, hcp))
+		assert.Equal(t, int32(2), *hcp.Spec.Replicas)
+		assert.Equal(t, int32(3), *hcp.Spec.Etcd.Replicas)
+		assert.Contains(t, hcp.Spec.APIServer.CertSANs, "api.topo.example")
+		assert.Equal(t, []string{images.PreviousKubeVersion}, versions(hcp))
+		// The serving certificate the API server presents carries the SAN.
+		conn, err := tls.Dial("tcp", net.JoinHostPort(hcp.Spec.ControlPlaneEndpoint.Host, fmt.Sprint(hcp.Spec.ControlPlaneEndpoint.Port)),
+			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the certificate, not trusting it
+		require.NoError(t, err)
+		defer func() { _ = conn.Close() }()
+		assert.Contains(t, conn.ConnectionState().PeerCertificates[0].DNSNames, "api.topo.example")
+	})
+
+	t.Run("the upgrade waits for etcd and rolls in order", func(t *testing.T) {
+		ctx := testContext(t)
+		watch := watchRollout(t, key)
+		// Stop one etcd member: with the node cordoned, its pod cannot come
+		// back.
+		setUnschedulable(t, true)
+		t.Cleanup(func() { setUnschedulable(t, false) })
+		member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "topo-etcd-2"}}
+		require.NoError(t, k8s.Delete(ctx, member))
+		c := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "topo"}, c))
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Topology.Version = images.KubeVersion
+		require.NoError(t, k8s.Patch(ctx, c, patch))
+
+		eventually(t, 3*time.Minute, "Cluster API reports the upgrade held by the extension", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+				return err
+			}
+			cond := apimeta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+			if cond == nil || !strings.Contains(cond.Message, "etcd") {
+				return fmt.Errorf("TopologyReconciled: %+v", cond)
+			}
+			return nil
+		})
+		// Held: for a while, nothing moves.
+		time.Sleep(20 * time.Second)
+		require.NoError(t, k8s.Get(ctx, key, hcp))
+		assert.Equal(t, images.PreviousKubeVersion, hcp.Spec.Version, "the control plane's version while etcd misses a member")
+
+		setUnschedulable(t, false)
+		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
+		eventually(t, 10*time.Minute, "the control plane runs the new version", func() error {
+			if err := k8s.Get(ctx, key, hcp); err != nil {
+				return err
+			}
+			if got := versions(hcp); !slices.Equal(got, []string{images.KubeVersion}) {
+				return fmt.Errorf("status.versions %v", got)
+			}
+			return nil
+		})
+		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
+		watch.check(t)
+	})
+
+	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
+		deleteCluster(t, ns, "topo")
+	})
+}
+
+func setUnschedulable(t *testing.T, on bool) {
+	t.Helper()
+	node := &corev1.Node{}
+	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Name: cluster.NodeName}, node))
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Unschedulable = on
+	require.NoError(t, k8s.Patch(testContext(t), node, patch))
+}
+
+// rollout records what a user watching an upgrade sees, every 500ms.
+type rollout struct {
+	mu   sync.Mutex
+	done chan struct{}
+	wg   sync.WaitGroup
+	// apiServersDone is when every API server pod first ran the new
+	// version; controllersChanged when the kcm or scheduler Deployment first
+	// asked for it.
+	apiServersDone, controllersChanged time.Time
+	// early are moments status.versions named the new version while an API
+	// server pod of the old one was still ready.
+	early []string
+}
+
+func watchRollout(t *testing.T, key client.ObjectKey) *rollout {
+	t.Helper()
+	r := &rollout{done: make(chan struct{})}
+	r.wg.Go(func() {
+		for {
+			select {
+			case <-r.done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			r.observe(t, key)
+		}
+	})
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rollout) stop() {
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	r.wg.Wait()
+}
+
+func (r *rollout) observe(t *testing.T, key client.ObjectKey) {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	pods := &corev1.PodList{}
+	if k8s.Get(ctx, key, hcp) != nil || k8s.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": hcp.Labels["cluster.x-k8s.io/cluster-name"]}) != nil {
+		return
+	}
+	name := hcp.Labels["cluster.x-k8s.io/cluster-name"]
+	oldReady, newReady := 0, 0
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, name+"-apiserver-") || !podReady(&p) {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name == "kube-apiserver" {
+				if imageVersion(c.Image) == images.KubeVersion {
+					newReady++
+				} else {
+					oldReady++
+				}
+			}
+		}
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(versions(hcp), images.KubeVersion) && oldReady > 0 {
+		r.early = append(r.early, fmt.Sprintf("%s: status.versions %v with %d old API servers ready", now.Format(time.StampMilli), versions(hcp), oldReady))
+	}
+	if r.apiServersDone.IsZero() && oldReady == 0 && newReady > 0 {
+		r.apiServersDone = now
+	}
+	for _, d := range []string{name + "-controller-manager", name + "-scheduler"} {
+		dep := &appsv1.Deployment{}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: d}, dep) == nil && r.controllersChanged.IsZero() &&
+			imageVersion(dep.Spec.Template.Spec.Containers[0].Image) == images.KubeVersion {
+			r.controllersChanged = now
+		}
+	}
+}
+
+func (r *rollout) check(t *testing.T) {
+	t.Helper()
+	r.stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Empty(t, r.early, "status.versions named the new version before every API server ran it")
+	require.False(t, r.apiServersDone.IsZero(), "never saw every API server on the new version")
+	require.False(t, r.controllersChanged.IsZero(), "never saw the controllers asked to run the new version")
+	assert.False(t, r.controllersChanged.Before(r.apiServersDone),
+		"the controllers were changed (%s) before every API server ran the new version (%s)",
+		r.controllersChanged.Format(time.StampMilli), r.apiServersDone.Format(time.StampMilli))
+}
