@@ -52,12 +52,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer cancel()
-	if err := run(ctx, o, log); err != nil {
+	if err := run(o, log); err != nil {
 		log.Error(err, "cert-manager stopped")
-		cancel()
-		os.Exit(1) //nolint:gocritic // cancel ran.
+		os.Exit(1)
 	}
 }
 
@@ -82,7 +79,9 @@ func newLogger(format string) (logr.Logger, error) {
 	return log, nil
 }
 
-func run(ctx context.Context, o options, log logr.Logger) error {
+func run(o options, log logr.Logger) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return err
@@ -187,8 +186,10 @@ func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.Heal
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{
+		Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
