@@ -41,12 +41,14 @@ const leaseName = "hostedcp-cert-manager"
 
 func main() {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster; empty: the pod's service account")
-	flag.StringVar(&o.healthAddr, "health-addr", ":9403", "address of the /healthz endpoint; 0 turns it off")
-	flag.StringVar(&o.logFormat, "log-format", "json", "json or text")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "run only while holding the Lease "+leaseName)
-	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", certmanager.Namespace, "namespace of the Lease")
-	flag.Parse()
+	// Not flag.CommandLine: controller-runtime registers --kubeconfig there.
+	flags := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	flags.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster; empty: the pod's service account")
+	flags.StringVar(&o.healthAddr, "health-addr", ":9403", "address of the /healthz endpoint; 0 turns it off")
+	flags.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	flags.BoolVar(&o.leaderElect, "leader-elect", false, "run only while holding the Lease "+leaseName)
+	flags.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", certmanager.Namespace, "namespace of the Lease")
+	_ = flags.Parse(os.Args[1:]) // ExitOnError
 	log, err := newLogger(o.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
