@@ -2,7 +2,9 @@ package envtest
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 // cert-manager's cainjector, as the local management cluster runs it, copies
 // the CA of the Certificate that a cert-manager.io/inject-ca-from annotation
 // names into validating and mutating webhook configurations and into a
-// CRD's conversion webhook, and copies it again when the CA changes.
+// CRD's conversion webhook, and adds the CA of another Certificate when the
+// annotation names it.
 func TestCertManagerCAInjector(t *testing.T) {
 	ns := namespace(t)
 	certificateAuthority(t, ns, "Issuer", "ca")
@@ -71,7 +74,7 @@ func TestCertManagerCAInjector(t *testing.T) {
 		t.Cleanup(func() { assert.NoError(t, client.IgnoreNotFound(c.Delete(context.Background(), obj))) })
 	}
 
-	waitInjected := func(want []byte) {
+	waitInjected := func(t *testing.T, want ...[]byte) {
 		t.Helper()
 		start := time.Now()
 		eventually(t, "CA bundles injected", func(ctx context.Context) (string, bool) {
@@ -86,22 +89,46 @@ func TestCertManagerCAInjector(t *testing.T) {
 				"crd":        crd.Spec.Conversion.Webhook.ClientConfig.CABundle,
 			}
 			for what, bundle := range got {
-				if string(bundle) != string(want) {
-					return fmt.Sprintf("%s has %d bytes", what, len(bundle)), false
+				if got, want := certificates(bundle), certificates(want...); !slices.Equal(got, want) {
+					return fmt.Sprintf("%s has %d certificates, want %d", what, len(got), len(want)), false
 				}
 			}
 			return "", true
 		})
 		t.Logf("cainjector injected the CA in %s", since(start))
 	}
-	waitInjected(secret(t, ns, "serving").Data["ca.crt"])
+	firstCA := secret(t, ns, "serving").Data["ca.crt"]
+	waitInjected(t, firstCA)
 
-	t.Run("a new CA is injected again", func(t *testing.T) {
-		s := secret(t, ns, "serving")
-		s.Data["ca.crt"] = []byte("replaced")
-		require.NoError(t, env.Client.Update(testContext(t), s))
-		waitInjected([]byte("replaced"))
+	t.Run("another Certificate's CA joins it", func(t *testing.T) {
+		caPEM := certificateAuthority(t, ns, "Issuer", "other-ca")
+		mustCreate(t, ns, leafManifest("other", "Issuer", "other-ca", ns))
+		waitIssued(t, ns, "other", 0)
+		for _, obj := range []client.Object{validating, mutating, crd} {
+			patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+			obj.SetAnnotations(map[string]string{"cert-manager.io/inject-ca-from": ns + "/other"})
+			require.NoError(t, c.Patch(testContext(t), obj, patch))
+		}
+		// The first CA stays beside the new one, as clients trust both
+		// while servers move to certificates from the new CA.
+		waitInjected(t, firstCA, caPEM)
 	})
+}
+
+// certificates are the DER certificates of the PEM bundles, sorted.
+func certificates(bundles ...[]byte) []string {
+	var out []string
+	for _, rest := range bundles {
+		for {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			out = append(out, string(block.Bytes))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // conversionCRD is a CRD of two versions converted by a webhook at url.
