@@ -5,6 +5,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
+	"github.com/cert-manager/cert-manager/pkg/util"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,7 +36,9 @@ func NewCAInjector(ctx context.Context, cfg *rest.Config, opts manager.Options) 
 	// injects from straight from the API server, as cert-manager's does, so
 	// that no Secret data is cached.
 	opts.Client = client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
-	mgr, err := manager.New(cfg, opts)
+	// The injector applies what it injects under the field manager named by
+	// the user agent, cert-manager-cainjector as in cert-manager's own.
+	mgr, err := manager.New(util.RestConfigWithUserAgent(cfg, "cainjector"), opts)
 	if err != nil {
 		return nil, err
 	}

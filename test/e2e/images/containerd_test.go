@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,7 +75,8 @@ func TestImagesRunInContainerd(t *testing.T) {
 		args := append([]string{"run", "--rm", "--net-host", run.ref, fmt.Sprintf("images-test-%d", i)}, run.args...)
 		out, err := ctr(ctx, args...)
 		// --help exits 0 or 2 by the flag library; a binary that does not start exits otherwise.
-		if exit, ok := err.(*exec.ExitError); ok && exit.ExitCode() == 2 && run.args[len(run.args)-1] == "--help" {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 2 && run.args[len(run.args)-1] == "--help" {
 			err = nil
 		}
 		if assert.NoError(t, err, "%s %v: %s", run.ref, run.args, out) {

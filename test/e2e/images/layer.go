@@ -76,7 +76,7 @@ func (img image) write(dst string) error {
 // same files give the same layer.
 func (img image) writeLayer(w io.WriteCloser) error {
 	tw := tar.NewWriter(w)
-	var epoch time.Time = time.Unix(0, 0)
+	epoch := time.Unix(0, 0)
 	dirs := map[string]bool{}
 	files := slices.SortedFunc(slices.Values(img.files), func(a, b file) int { return strings.Compare(a.path, b.path) })
 	for _, f := range files {

@@ -41,23 +41,22 @@ const leaseName = "hostedcp-cert-manager"
 
 func main() {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster; empty: the pod's service account")
-	flag.StringVar(&o.healthAddr, "health-addr", ":9403", "address of the /healthz endpoint; 0 turns it off")
-	flag.StringVar(&o.logFormat, "log-format", "json", "json or text")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "run only while holding the Lease "+leaseName)
-	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", certmanager.Namespace, "namespace of the Lease")
-	flag.Parse()
+	// Not flag.CommandLine: controller-runtime registers --kubeconfig there.
+	flags := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	flags.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster; empty: the pod's service account")
+	flags.StringVar(&o.healthAddr, "health-addr", ":9403", "address of the /healthz endpoint; 0 turns it off")
+	flags.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	flags.BoolVar(&o.leaderElect, "leader-elect", false, "run only while holding the Lease "+leaseName)
+	flags.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", certmanager.Namespace, "namespace of the Lease")
+	_ = flags.Parse(os.Args[1:]) // ExitOnError
 	log, err := newLogger(o.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer cancel()
-	if err := run(ctx, o, log); err != nil {
+	if err := run(o, log); err != nil {
 		log.Error(err, "cert-manager stopped")
-		cancel()
-		os.Exit(1) //nolint:gocritic // cancel ran.
+		os.Exit(1)
 	}
 }
 
@@ -82,7 +81,9 @@ func newLogger(format string) (logr.Logger, error) {
 	return log, nil
 }
 
-func run(ctx context.Context, o options, log logr.Logger) error {
+func run(o options, log logr.Logger) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return err
@@ -187,8 +188,10 @@ func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.Heal
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{
+		Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

@@ -11,19 +11,25 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "images:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
 	root, err := os.Getwd()
-	if err == nil {
-		var list []images.Image
-		if list, err = images.Ensure(ctx, root, os.Stderr); err == nil {
-			for _, img := range list {
-				fmt.Printf("%s\t%s\n", img.Ref, img.Tar)
-			}
-			return
-		}
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(os.Stderr, "images:", err)
-	cancel()
-	os.Exit(1)
+	list, err := images.Ensure(ctx, root, os.Stderr)
+	if err != nil {
+		return err
+	}
+	for _, img := range list {
+		fmt.Printf("%s\t%s\n", img.Ref, img.Tar)
+	}
+	return nil
 }
