@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -41,7 +43,7 @@ type WorkloadClusters interface {
 // ClusterCache caches and watches only those of them that carry our label.
 func workloadKinds() []client.Object {
 	return []client.Object{
-		&corev1.ConfigMap{}, &corev1.Service{}, &corev1.ServiceAccount{},
+		&corev1.ConfigMap{}, &corev1.Service{}, &corev1.ServiceAccount{}, &discoveryv1.EndpointSlice{},
 		&appsv1.Deployment{}, &appsv1.DaemonSet{},
 		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
 	}
