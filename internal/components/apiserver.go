@@ -3,6 +3,7 @@ package components
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,12 +35,38 @@ func (in *Input) APIServerName() string { return in.name("apiserver") }
 // configuration, which sends traffic to nodes through konnectivity.
 func (in *Input) EgressSelectorName() string { return in.name("egress-selector") }
 
+// KonnectivityServerCountName is the ConfigMap that tells each konnectivity
+// server how many API servers run.
+func (in *Input) KonnectivityServerCountName() string { return in.name("konnectivity-server-count") }
+
 // APIServer renders the kube-apiserver Deployment, with the konnectivity
 // server beside each API server, and its network policy. Its configuration
 // Secrets come from Configs.
 func APIServer(in *Input) []client.Object {
-	return []client.Object{in.apiServerNetworkPolicy(), in.apiServerDeployment()}
+	return []client.Object{in.apiServerNetworkPolicy(), in.konnectivityServerCount(), in.apiServerDeployment()}
 }
+
+// konnectivityServerCount holds the number of API servers outside the pod
+// template, so that scaling the API servers only adds or removes pods instead
+// of rolling every one: a new konnectivity server reads the count when it
+// starts, and agents follow the count the servers they reach report.
+func (in *Input) konnectivityServerCount() *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: in.meta(in.KonnectivityServerCountName(), APIServerComponent),
+		Data:       map[string]string{konnectivityServerCountKey: strconv.Itoa(int(in.APIServerReplicas()))},
+	}
+}
+
+const (
+	konnectivityServerCountKey = "server-count"
+	konnectivityServerCountEnv = "SERVER_COUNT"
+	// apiServerShutdownDelay keeps a terminating API server serving while
+	// its endpoint leaves the Service and load balancers stop sending it new
+	// connections; the pod's grace period covers it and the drain after it.
+	apiServerShutdownDelay = 15 * time.Second
+	apiServerGracePeriod   = 60
+)
 
 func (in *Input) egressSelector() *corev1.Secret {
 	config := `apiVersion: apiserver.k8s.io/v1beta1
@@ -86,6 +113,7 @@ func (in *Input) apiServerArgs() []string {
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-username-headers":     "X-Remote-User",
 		"secure-port":                        strconv.Itoa(APIServerPort),
+		"shutdown-delay-duration":            apiServerShutdownDelay.String(),
 		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
 		"service-account-key-file":           pki + "/sa/tls.key",
 		"service-account-signing-key-file":   pki + "/sa/tls.key",
@@ -112,7 +140,7 @@ func (in *Input) konnectivityArgs() []string {
 		"authentication-audience":  KonnectivityAudience,
 		"agent-namespace":          "kube-system",
 		"agent-service-account":    "konnectivity-agent",
-		"server-count":             strconv.Itoa(int(in.APIServerReplicas())),
+		"server-count":             "$(" + konnectivityServerCountEnv + ")",
 		"proxy-strategies":         "destHost,default",
 	}, in.ControlPlane.Spec.Deployment.APIServer.Konnectivity.Args)
 }
@@ -140,6 +168,12 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 		image(in.defaultImage("kas-network-proxy/proxy-server", KonnectivityTag(in.version)), spec.Konnectivity.Image),
 		spec.Konnectivity, "/proxy-server", in.konnectivityArgs())
 	konn.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort}}
+	konn.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: in.KonnectivityServerCountName()},
+			Key:                  konnectivityServerCountKey,
+		},
+	}}}
 	konn.LivenessProbe = probe("/healthz", konnectivityHealth, corev1.URISchemeHTTP, 8)
 	mountSecrets(&pod, &konn,
 		secretVolume{"konnectivity-server", in.KonnectivityServerSecret(), "/etc/konnectivity/pki"},
@@ -152,6 +186,7 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "konnectivity-uds", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Containers = []corev1.Container{api, konn}
 	pod = hardenedPod(pod, spec.PriorityClassName)
+	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)
 
 	return in.deployment(in.APIServerName(), APIServerComponent, in.APIServerReplicas(), in.podLabels(APIServerComponent), pod)
 }
