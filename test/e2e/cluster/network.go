@@ -66,3 +66,4 @@ func cniConfig() string {
 }
 `, bridgeName, PodCIDR, NodeIP)
 }
+

@@ -19,7 +19,13 @@ import (
 // network namespaces mounted under the state directory so that teardown
 // finds them.
 func (c *Cluster) containerdConfig() string {
-	d := c.layout.path("containerd")
+	return containerdConfig(c.layout.path("containerd"), c.layout.containerdSocket(), c.cfg.Images.Pause, c.layout.path("cni"))
+}
+
+// containerdConfig is the configuration of a containerd keeping everything
+// under dir (root, state, opt), serving socket, running pause as the sandbox
+// and reading CNI configurations from cniDir.
+func containerdConfig(dir, socket, pause, cniDir string) string {
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -45,8 +51,7 @@ state = %[2]q
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-`, filepath.Join(d, "root"), filepath.Join(d, "state"), c.layout.containerdSocket(), filepath.Join(d, "opt"),
-		c.cfg.Images.Pause, c.layout.path("cni"))
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), socket, filepath.Join(dir, "opt"), pause, cniDir)
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
@@ -65,7 +70,13 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 
 // ctr runs containerd's own client against the cluster's containerd.
 func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
-	args = append([]string{"--address", c.layout.containerdSocket(), "--namespace", "k8s.io"}, args...)
+	return ctrAt(ctx, c.layout.containerdSocket(), args...)
+}
+
+// ctrAt runs containerd's own client against the containerd at socket, in
+// the namespace the CRI uses.
+func ctrAt(ctx context.Context, socket string, args ...string) (string, error) {
+	args = append([]string{"--address", socket, "--namespace", "k8s.io"}, args...)
 	out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
@@ -152,24 +163,33 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 }
 
 // makeCgroupParent creates the cgroup every pod lives under, in every
-// hierarchy; a new cpuset cgroup starts with no CPUs or memory nodes, so it
-// gets its parent's.
-func makeCgroupParent() error {
+// hierarchy.
+func makeCgroupParent() error { return makeCgroup(cgroupParent) }
+
+// makeCgroup creates the cgroup rel (a relative path such as
+// hcp-e2e/worker-1), and the cgroups above it, in every hierarchy; a new
+// cpuset cgroup starts with no CPUs or memory nodes, so each level gets its
+// parent's.
+func makeCgroup(rel string) error {
 	for _, h := range cgroupHierarchies() {
-		dir := filepath.Join(h, cgroupParent)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if filepath.Base(h) != "cpuset" {
-			continue
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			b, err := os.ReadFile(filepath.Join(h, f))
-			if err != nil {
+		dir := h
+		for _, part := range strings.Split(filepath.Clean(rel), "/") {
+			parent := dir
+			dir = filepath.Join(dir, part)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-				return err
+			if filepath.Base(h) != "cpuset" {
+				continue
+			}
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(parent, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %w", dir, err)
+				}
 			}
 		}
 	}

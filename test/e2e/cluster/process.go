@@ -22,6 +22,9 @@ type state struct {
 	// Supervisor is the process that started the cluster and runs its loops.
 	Supervisor int    `json:"supervisor"`
 	Processes  []proc `json:"processes"`
+	// Workers are the worker nodes started beside the cluster, with what
+	// teardown must remove outside dir.
+	Workers []workerRecord `json:"workers,omitempty"`
 }
 
 type proc struct {
@@ -82,27 +85,42 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // start runs bin with args, its output in logs/<name>.log, and records it.
 func (c *Cluster) start(name, bin string, args ...string) error {
+	_, err := c.startEnv(name, nil, bin, args...)
+	return err
+}
+
+// startEnv is start with env added to the process's environment (later
+// entries win); the channel receives how the process ended.
+func (c *Cluster) startEnv(name string, env []string, bin string, args ...string) (<-chan error, error) {
 	if bin == "" {
-		return fmt.Errorf("no binary configured for %s", name)
+		return nil, fmt.Errorf("no binary configured for %s", name)
 	}
-	log, err := os.OpenFile(filepath.Join(c.layout.logs(), name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile := filepath.Join(c.layout.logs(), name+".log")
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o700); err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = log.Close() }()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Its own process group: a Ctrl-C meant for the supervisor does not
 	// reach it, so the supervisor stops everything in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	// The process is waited for by nobody but the kernel's reaper once the
 	// supervisor exits; reap it here so it never lingers as a zombie.
-	go func() { _ = cmd.Wait() }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
 	c.st.Processes = append(c.st.Processes, proc{Name: name, PID: cmd.Process.Pid})
-	return c.st.save()
+	return done, c.st.save()
 }
 
 // logTail is the end of a process's log, for errors.

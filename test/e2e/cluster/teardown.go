@@ -19,17 +19,19 @@ import (
 // process ids, cgroups, mounts and interface it recorded: the kubelet, every
 // container and containerd shim, containerd, the control plane processes,
 // the mounts under dir, the bridge, kube-proxy's rules (with kubeProxy's
-// --cleanup, when given) and the cgroups. It keeps dir's logs. It is safe to
-// run when nothing is left.
+// --cleanup, when given) and the cgroups; and of every worker node (see
+// StartWorker) its kubelet, containers, containerd, kubeadm, mount and
+// network namespaces, veth pair and the host directories it had to create.
+// It keeps dir's logs. It is safe to run when nothing is left.
 func Teardown(dir, kubeProxy string) error {
 	st, err := loadState(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	// The kubelet first, so that it restarts no container.
+	// The kubelets first, so that they restart no container.
 	for _, p := range st.Processes {
-		if p.Name == "kubelet" {
+		if isKubelet(p.Name) {
 			kill(dir, p.PID, 0)
 		}
 	}
@@ -38,6 +40,9 @@ func Teardown(dir, kubeProxy string) error {
 		kill(dir, p.PID, 5*time.Second)
 	}
 	errs = append(errs, unmountUnder(dir))
+	for _, w := range st.Workers {
+		errs = append(errs, w.remove())
+	}
 	if err := exec.Command("ip", "link", "show", bridgeName).Run(); err == nil {
 		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("delete bridge %s: %w: %s", bridgeName, err, out))
@@ -98,11 +103,15 @@ func cgroupHierarchies() []string {
 }
 
 // killCgroups kills every process in a pod cgroup until none is left.
-func killCgroups() error {
+func killCgroups() error { return killCgroupsUnder(cgroupParent) }
+
+// killCgroupsUnder kills every process in the cgroup rel and those below
+// it, in every hierarchy, until none is left.
+func killCgroupsUnder(rel string) error {
 	for range 50 {
 		pids := map[int]bool{}
 		for _, h := range cgroupHierarchies() {
-			_ = filepath.WalkDir(filepath.Join(h, cgroupParent), func(path string, d fs.DirEntry, err error) error {
+			_ = filepath.WalkDir(filepath.Join(h, rel), func(path string, d fs.DirEntry, err error) error {
 				if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 					return nil //nolint:nilerr // a cgroup that vanished has no processes left
 				}
@@ -123,10 +132,11 @@ func killCgroups() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.New("processes in the pod cgroups survived SIGKILL")
+	return fmt.Errorf("processes in the cgroups under %s survived SIGKILL", rel)
 }
 
-// killShims ends the containerd shims of dir's containerd, which outlive it.
+// killShims ends the containerd shims of the containerds under dir, which
+// outlive them.
 func killShims(dir string) error {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -190,11 +200,15 @@ func unescapeMount(s string) string {
 }
 
 // removeCgroups removes the pod cgroups, children first.
-func removeCgroups() error {
+func removeCgroups() error { return removeCgroupsUnder(cgroupParent) }
+
+// removeCgroupsUnder removes the cgroup rel and those below it, children
+// first, in every hierarchy.
+func removeCgroupsUnder(rel string) error {
 	var errs []error
 	for _, h := range cgroupHierarchies() {
 		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(h, cgroupParent), func(path string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(filepath.Join(h, rel), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
 			}
