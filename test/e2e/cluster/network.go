@@ -66,4 +66,3 @@ func cniConfig() string {
 }
 `, bridgeName, PodCIDR, NodeIP)
 }
-

@@ -78,6 +78,7 @@ func catalog(bin string, netfilter []file) []image {
 		{"hostedcp.test/cert-manager:" + CertManagerVersion, "cert-manager"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, "controller"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-extension:" + DevTag, "extension"},
+		{ProbeImage, "probe"},
 	} {
 		img := rootImage(own.ref, filepath.Join(bin, "dev", own.binary))
 		img.user, img.fresh = nonRoot, true
@@ -100,13 +101,12 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(r.bin(), "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(r.bin(), "images"), 0o755); err != nil {
 		return nil, err
 	}
 	var out []Image
 	for _, img := range catalog(r.bin(), netfilter) {
-		tar := filepath.Join(dir, tarName(img.ref))
+		tar := Tarball(root, img.ref)
 		if img.fresh || stale(tar, img.files) {
 			start := time.Now()
 			if err := img.write(tar); err != nil {
@@ -118,6 +118,14 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 	}
 	return out, nil
 }
+
+// ProbeImage runs test/e2e/cmd/probe, which checks DNS and the API server
+// from inside a pod.
+const ProbeImage = "hostedcp.test/probe:" + DevTag
+
+// Tarball is where Ensure writes the image ref under root, the repository's
+// root.
+func Tarball(root, ref string) string { return filepath.Join(root, "bin", "images", tarName(ref)) }
 
 // HostBinaries are the paths of the KubeVersion binaries the harness runs as
 // processes, by name: kube-apiserver, kube-controller-manager,

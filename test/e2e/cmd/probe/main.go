@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// version is what --version reports.
+const version = "probe dev"
+
+// serviceAccountDir is where the kubelet mounts a pod's service account.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount" //nolint:gosec // a path, not a credential
+
+func main() {
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	name := flag.String("name", "kubernetes.default.svc.cluster.local", "the name to resolve")
+	url := flag.String("url", "https://kubernetes.default.svc/version", "the URL to GET with the service account's token")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	// Both checks, until both have succeeded once: DNS and the Service may
+	// come up after the pod.
+	resolved, fetched := false, false
+	for !resolved || !fetched {
+		if !resolved {
+			resolved = resolve(ctx, *name)
+		}
+		if !fetched {
+			fetched = get(ctx, *url)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	fmt.Println("probe: all checks passed")
+	<-ctx.Done()
+}
+
+// resolve prints the addresses of name.
+func resolve(ctx context.Context, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+	if err != nil {
+		fmt.Printf("resolve %s: %v\n", name, err)
+		return false
+	}
+	fmt.Printf("resolved %s: %s\n", name, strings.Join(addrs, " "))
+	return true
+}
+
+// get prints the status and body of a GET of url, authenticated with the
+// pod's service account token and verifying the server with its CA.
+func get(ctx context.Context, url string) bool {
+	if err := fetch(ctx, url); err != nil {
+		fmt.Printf("GET %s: %v\n", url, err)
+		return false
+	}
+	return true
+}
+
+func fetch(ctx context.Context, url string) error {
+	token, err := os.ReadFile(serviceAccountDir + "/token")
+	if err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(serviceAccountDir + "/ca.crt")
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("no certificate in %s/ca.crt", serviceAccountDir)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("GET %s: %d %s\n", url, resp.StatusCode, strings.Join(strings.Fields(string(body)), " "))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
