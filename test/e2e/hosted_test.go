@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,6 +32,8 @@ import (
 
 // hostedCluster is a Cluster whose controlPlaneRef is a HostedControlPlane
 // of apiServers API servers and etcdMembers etcd members, as users write it.
+//
+//nolint:unparam // the upgrade tests start from PreviousKubeVersion
 func hostedCluster(name, version string, apiServers, etcdMembers int) string {
 	return fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
@@ -221,7 +224,10 @@ func deleteCluster(t testing.TB, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	eventually(t, 3*time.Minute, "nothing of the Cluster is left", func() error {
 		var left []string

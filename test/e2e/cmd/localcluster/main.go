@@ -39,24 +39,31 @@ func main() {
 	dir := fs.String("dir", cluster.DefaultDir, "directory of the cluster's state and logs")
 	config := fs.String("config", "", "serve: the cluster configuration up wrote")
 	_ = fs.Parse(os.Args[2:])
+	os.Exit(run(os.Args[1], *dir, *config))
+}
+
+// run runs command and returns the process's exit code, once the signal
+// handling it set up is undone.
+func run(command, dir, config string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch os.Args[1] {
+	switch command {
 	case "up":
-		err = up(ctx, *dir)
+		err = up(ctx, dir)
 	case "down":
-		err = down(*dir)
+		err = down(dir)
 	case "serve":
-		err = serve(ctx, *config)
+		err = serve(ctx, config)
 	default:
 		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func up(ctx context.Context, dir string) error {
@@ -139,7 +146,7 @@ func waitServing(ctx context.Context, dir string, serving *exec.Cmd) (client.Cli
 		}
 		select {
 		case err := <-exited:
-			return nil, fmt.Errorf("the local cluster did not come up (%v); see %s", err, filepath.Join(dir, "logs"))
+			return nil, fmt.Errorf("the local cluster did not come up (%w); see %s", err, filepath.Join(dir, "logs"))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(time.Second):
