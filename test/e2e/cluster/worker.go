@@ -202,8 +202,10 @@ func (w *Worker) makeDirs(context.Context) error {
 	if err := w.saveRecord(); err != nil {
 		return err
 	}
-	for _, d := range []string{"containerd", "ns", "patches", "path", "etc-kubernetes", "kubelet", "cni/net.d",
-		"cni/lib", "cni/ipam", "run-containerd", "log/pods", "log/containers"} {
+	for _, d := range []string{
+		"containerd", "ns", "patches", "path", "etc-kubernetes", "kubelet", "cni/net.d",
+		"cni/lib", "cni/ipam", "run-containerd", "log/pods", "log/containers",
+	} {
 		if err := os.MkdirAll(w.path(d), 0o700); err != nil {
 			return err
 		}

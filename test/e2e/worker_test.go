@@ -1,0 +1,381 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+)
+
+// workerPodCIDR is the worker's share of hostedCluster's pod network
+// (192.168.0.0/16).
+const workerPodCIDR = "192.168.1.0/24"
+
+// workerCluster is hostedCluster with one API server and one etcd member,
+// whose kube-proxy runs without its configuration file so that
+// --conntrack-max-per-core=0 applies. kube-proxy otherwise sets
+// nf_conntrack_max, which is read-only outside the host's first network
+// namespace, where the worker's kube-proxy runs (a real machine's would
+// not); with --config, kube-proxy ignores the other flags. The remaining
+// flags are what the controller's configuration file says.
+func workerCluster(name string) string {
+	// The HostedControlPlane's spec ends the stream, so more of its
+	// fields can be appended.
+	return hostedCluster(name, images.KubeVersion, 1, 1) + `  kubeProxy:
+    args:
+      config: ""
+      kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+      cluster-cidr: 192.168.0.0/16
+      conntrack-max-per-core: "0"
+`
+}
+
+// A real worker joins a hosted cluster with kubeadm join and a bootstrap
+// token: its client certificate comes from an auto-approved CSR, the node
+// turns Ready once its CNI is configured, kube-proxy, CoreDNS and the
+// konnectivity agent run on it, a pod on it resolves the kubernetes
+// Service and reaches the API server through it, and kubectl logs and exec
+// reach that pod through the hosted API server (via konnectivity). Then
+// the worker and the Cluster are deleted.
+func TestWorkerJoins(t *testing.T) {
+	const name, nodeName = "joined", "worker-1"
+	ns := namespace(t, "worker")
+	apply(t, ns, workerCluster(name))
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+
+	// Cluster API's ClusterCache, through which the controller keeps the
+	// join objects and add-ons in the workload cluster, connects only
+	// once the Cluster's infrastructure is provisioned. Cluster API
+	// v1.14.2 marks a Cluster without infrastructureRef provisioned itself
+	// (core/reconcilers/cluster reconcileInfrastructure), so the test sets
+	// nothing.
+	eventually(t, 2*time.Minute, "Cluster API marks the Cluster's infrastructure provisioned", func() error {
+		c := &clusterv1.Cluster{}
+		if err := k8s.Get(testContext(t), key, c); err != nil {
+			return err
+		}
+		if !ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false) {
+			return fmt.Errorf("status.initialization.infrastructureProvisioned is not true")
+		}
+		return nil
+	})
+
+	cfg := hostedConfig(t, ns, name)
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	hostedClient, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
+	require.NoError(t, err)
+
+	token := bootstrapToken(t, hostedClient, hosted)
+	tokenID := strings.SplitN(token, ".", 2)[0]
+	worker := startWorker(t, ns, name, nodeName, token)
+	stop := sync.OnceValue(worker.Stop)
+	t.Cleanup(func() { assert.NoError(t, stop(), "stop the worker") })
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpWorker(t, worker, hosted)
+		}
+	})
+	ctx := testContext(t)
+
+	t.Run("the node registers with a certificate from an auto-approved CSR", func(t *testing.T) {
+		_, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		require.NoError(t, err, "kubeadm join finished, so the kubelet has registered")
+		csrs, err := hosted.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var found *certificatesv1.CertificateSigningRequest
+		for i, csr := range csrs.Items {
+			if csr.Spec.Username == "system:bootstrap:"+tokenID && csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName {
+				found = &csrs.Items[i]
+			}
+		}
+		require.NotNil(t, found, "a kubelet client CSR of the bootstrap token %s among %d CSRs", tokenID, len(csrs.Items))
+		approved := false
+		for _, c := range found.Status.Conditions {
+			approved = approved || (c.Type == certificatesv1.CertificateApproved && c.Status == corev1.ConditionTrue)
+		}
+		assert.True(t, approved, "CSR %s approved: %+v", found.Name, found.Status.Conditions)
+		assert.NotEmpty(t, found.Status.Certificate, "CSR %s issued", found.Name)
+		assert.Contains(t, found.Spec.Groups, cluster.NodeBootstrapGroup)
+	})
+
+	t.Run("the node turns Ready", func(t *testing.T) {
+		eventually(t, 5*time.Minute, "node "+nodeName+" Ready", func() error {
+			node, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					if c.Status != corev1.ConditionTrue {
+						return fmt.Errorf("%s: %s", c.Reason, c.Message)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no Ready condition")
+		})
+	})
+
+	t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
+		for _, selector := range []string{"k8s-app=kube-proxy", "k8s-app=kube-dns", "k8s-app=konnectivity-agent"} {
+			eventually(t, 5*time.Minute, selector+" ready on "+nodeName, func() error {
+				return readyPodOn(ctx, hosted, "kube-system", selector, nodeName)
+			})
+		}
+	})
+
+	t.Run("a pod on the node resolves the kubernetes Service and reaches the API server through it", func(t *testing.T) {
+		createProbe(t, hosted, nodeName)
+		svc, err := hosted.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		require.NoError(t, err)
+		var logs string
+		eventually(t, 3*time.Minute, "the probe's checks pass (kubectl logs through konnectivity)", func() error {
+			b, err := hosted.CoreV1().Pods("default").GetLogs("probe", &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("logs: %w", err)
+			}
+			logs = string(b)
+			if !strings.Contains(logs, "probe: all checks passed") {
+				return fmt.Errorf("not yet; the log so far:\n%s", logs)
+			}
+			return nil
+		})
+		t.Logf("probe log:\n%s", logs)
+		assert.Contains(t, logs, "resolved kubernetes.default.svc.cluster.local: "+svc.Spec.ClusterIP)
+		assert.Regexp(t, `GET https://kubernetes.default.svc/version: 200 .*"gitVersion": ?"`+images.KubeVersion+`"`, logs)
+	})
+
+	t.Run("kubectl exec reaches the pod through konnectivity", func(t *testing.T) {
+		stdout, stderr, err := execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
+		require.NoError(t, err, "exec: stderr %q", stderr)
+		assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
+	})
+
+	t.Run("the worker and the Cluster are deleted", func(t *testing.T) {
+		require.NoError(t, stop())
+		_, err := os.Stat(worker.Dir)
+		assert.True(t, os.IsNotExist(err), "the worker's directory is removed: %v", err)
+		_, err = os.Stat("/run/netns/hcpw-" + nodeName)
+		assert.True(t, os.IsNotExist(err), "the worker's network namespace is removed: %v", err)
+		deleteCluster(t, ns, name)
+	})
+}
+
+// bootstrapToken creates a bootstrap token in the hosted cluster and waits
+// until the hosted controller manager's bootstrap signer has signed
+// cluster-info with it, which kubeadm join's discovery verifies.
+func bootstrapToken(t *testing.T, hostedClient client.Client, hosted kubernetes.Interface) string {
+	t.Helper()
+	ctx := testContext(t)
+	var token string
+	// The controller creates kube-system in the hosted cluster's first
+	// reconcile through the ClusterCache; retry until it can be written to.
+	eventually(t, 2*time.Minute, "a bootstrap token is created", func() error {
+		var err error
+		token, err = cluster.NewBootstrapToken(ctx, hostedClient, time.Hour)
+		return err
+	})
+	id := strings.SplitN(token, ".", 2)[0]
+	eventually(t, 2*time.Minute, "cluster-info is signed for token "+id, func() error {
+		cm, err := hosted.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Data["jws-kubeconfig-"+id]; !ok {
+			return fmt.Errorf("no jws-kubeconfig-%s in cluster-info (keys %v)", id, keys(cm.Data))
+		}
+		return nil
+	})
+	return token
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// startWorker starts a worker that joins the Cluster with token, pinning
+// the cluster CA from the <cluster>-ca Secret as the kubeadm bootstrap
+// provider does.
+func startWorker(t *testing.T, ns, clusterName, nodeName, token string) *cluster.Worker {
+	t.Helper()
+	ctx := testContext(t)
+	ca := &corev1.Secret{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-ca"}, ca))
+	hash, err := cluster.CACertHash(ca.Data[corev1.TLSCertKey])
+	require.NoError(t, err)
+	c := &clusterv1.Cluster{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, c))
+	endpoint := c.Spec.ControlPlaneEndpoint
+	require.True(t, endpoint.IsValid(), "the Cluster has a control plane endpoint: %+v", endpoint)
+	bins := images.HostBinaries(root)
+	var tarballs []string
+	for _, ref := range []string{
+		"registry.k8s.io/pause:" + images.PauseVersion,
+		"registry.k8s.io/kube-proxy:" + images.KubeVersion,
+		"registry.k8s.io/coredns/coredns:" + images.CoreDNSVersion,
+		"registry.k8s.io/kas-network-proxy/proxy-agent:" + images.KonnectivityVersion,
+		images.ProbeImage,
+	} {
+		tarballs = append(tarballs, images.Tarball(root, ref))
+	}
+	start := time.Now()
+	w, err := mgmt.StartWorker(ctx, cluster.WorkerConfig{
+		Name: nodeName, Index: 0,
+		Kubeadm: bins["kubeadm"], Kubelet: bins["kubelet"],
+		Endpoint:   net.JoinHostPort(endpoint.Host, strconv.Itoa(int(endpoint.Port))),
+		Token:      token,
+		CACertHash: hash,
+		PodCIDR:    workerPodCIDR,
+		Tarballs:   tarballs,
+	})
+	if err != nil {
+		dumpLogDir(t, filepath.Join(mgmt.LogDir(), "workers", nodeName))
+	}
+	require.NoError(t, err, "start worker %s", nodeName)
+	t.Logf("worker %s joined in %s (node IP %s)", nodeName, time.Since(start).Round(time.Second), w.NodeIP)
+	return w
+}
+
+// readyPodOn checks that a pod matching selector runs ready on node.
+func readyPodOn(ctx context.Context, hosted kubernetes.Interface, ns, selector, node string) error {
+	pods, err := hosted.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node && podReady(&p) {
+			return nil
+		}
+		seen = append(seen, fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase))
+	}
+	return fmt.Errorf("no ready pod among %v", seen)
+}
+
+// createProbe runs the probe image as a hardened pod on node, with the
+// default service account's token.
+func createProbe(t *testing.T, hosted kubernetes.Interface, node string) {
+	t.Helper()
+	ctx := testContext(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: node},
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](65532),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "probe", Image: images.ProbeImage,
+				// Imported into the worker; nothing can be pulled.
+				ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	// The default ServiceAccount appears with the namespace's first
+	// reconcile by the hosted controller manager.
+	eventually(t, time.Minute, "the probe pod is created", func() error {
+		_, err := hosted.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	eventually(t, 3*time.Minute, "the probe pod runs", func() error {
+		p, err := hosted.CoreV1().Pods("default").Get(ctx, "probe", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("%s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+}
+
+// execIn runs command in a pod's first container through the API server,
+// as kubectl exec does: over WebSocket, falling back to SPDY.
+func execIn(ctx context.Context, cfg *rest.Config, hosted kubernetes.Interface, ns, pod string, command ...string) (string, string, error) {
+	req := hosted.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	websocket, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		return "", "", err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(websocket, spdy, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return "", "", err
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String(), stderr.String(), err
+}
+
+// dumpWorker prints what a failed worker test needs: the hosted cluster's
+// pods and nodes, and the worker's logs.
+func dumpWorker(t *testing.T, w *cluster.Worker, hosted kubernetes.Interface) {
+	ctx := context.Background()
+	if nodes, err := hosted.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				t.Logf("node %s: %s=%s %s: %s", n.Name, c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	}
+	if pods, err := hosted.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("hosted pod %s/%s on %q: %s ready=%v %+v", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p), p.Status.ContainerStatuses)
+		}
+	}
+	dumpLogDir(t, w.LogDir())
+}
+
+// dumpLogDir prints the last lines of each log in dir.
+func dumpLogDir(t *testing.T, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("--- %s (%v), last lines:\n%s", e.Name(), err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
