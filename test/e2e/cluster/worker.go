@@ -435,16 +435,25 @@ func (w *Worker) join(ctx context.Context) error {
 	if err := w.startKubelet(); err != nil {
 		return err
 	}
-	select {
-	case err := <-joined:
-		if err != nil {
-			return fmt.Errorf("kubeadm join: %w; its log ends with:\n%s", err, w.c.logTail(w.procName("kubeadm")))
+	deadline := time.After(10 * time.Minute)
+	for {
+		select {
+		case err := <-joined:
+			if err != nil {
+				return fmt.Errorf("kubeadm join: %w; its log ends with:\n%s", err, w.c.logTail(w.procName("kubeadm")))
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return fmt.Errorf("kubeadm join has not finished after 10m; its log ends with:\n%s", w.c.logTail(w.procName("kubeadm")))
+		case <-time.After(time.Second):
+			// A kubelet that dies would only show as kubeadm's timeout
+			// minutes later.
+			if err := w.c.running(w.procName("kubelet")); err != nil {
+				return err
+			}
 		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(10 * time.Minute):
-		return fmt.Errorf("kubeadm join has not finished after 10m; its log ends with:\n%s", w.c.logTail(w.procName("kubeadm")))
 	}
 }
 
