@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,8 +81,8 @@ func TestIsKubelet(t *testing.T) {
 // Stop, or the teardown of a worker whose process died, leaves no network
 // namespace, interface, mount or created directory behind. It needs root
 // and changes the host's network (an interface hcpw63, a route to
-// 10.253.63.0/24), so it runs only with WORKER_NAMESPACES=1; it starts no
-// process and touches no cgroup.
+// 10.253.63.0/24), so it runs only with WORKER_NAMESPACES=1; it starts
+// containerd (when installed) and no other process, and touches no cgroup.
 func TestWorkerNamespaces(t *testing.T) {
 	if os.Getenv("WORKER_NAMESPACES") != "1" {
 		t.Skip("set WORKER_NAMESPACES=1 (as root) to make a worker's namespaces")
@@ -99,6 +100,13 @@ func TestWorkerNamespaces(t *testing.T) {
 		require.NoError(t, w.makeDirs(ctx))
 		require.NoError(t, w.setUpNetwork(ctx))
 		require.NoError(t, w.makeMountNamespace(ctx))
+		if _, err := exec.LookPath("containerd"); err == nil {
+			// containerd runs in the worker's namespaces and the host
+			// reaches its socket.
+			require.NoError(t, w.startContainerd(ctx))
+			_, err := ctrAt(ctx, w.socket(), "version")
+			require.NoError(t, err)
+		}
 
 		require.NoError(t, os.WriteFile(w.path("etc-kubernetes", "marker"), []byte("worker"), 0o600))
 		out, err := exec.Command("nsenter", w.inWorker("cat", "/etc/kubernetes/marker")...).CombinedOutput()
@@ -130,6 +138,10 @@ func TestWorkerNamespaces(t *testing.T) {
 			st, err := loadState(dir)
 			require.NoError(t, err)
 			require.Len(t, st.Workers, 1)
+			require.NoError(t, killShims(dir))
+			for _, p := range st.Processes {
+				kill(dir, p.PID, 5*time.Second)
+			}
 			require.NoError(t, unmountUnder(dir))
 			require.NoError(t, st.Workers[0].remove())
 		} else {
@@ -147,6 +159,11 @@ func TestWorkerNamespaces(t *testing.T) {
 		for _, d := range w.rec.CreatedDirs {
 			_, err := os.Stat(d)
 			assert.True(t, os.IsNotExist(err), "%s removed", d)
+		}
+		st, err := loadState(dir)
+		require.NoError(t, err)
+		for _, p := range st.Processes {
+			assert.False(t, alive(p.PID), "%s (%d) ended", p.Name, p.PID)
 		}
 		routes, err := exec.Command("ip", "route").Output()
 		require.NoError(t, err)
