@@ -4,7 +4,13 @@
 // containerd and runc, a bridge network for pods, kube-proxy and CoreDNS as
 // pods, a LoadBalancer address allocator and a host-path volume provisioner.
 //
-// Everything a cluster starts is recorded in its directory, so that Teardown
-// removes it by process id, mount and interface name even after the process
-// that started it died.
+// Beside it, StartWorker runs worker nodes that join hosted (workload)
+// clusters with `kubeadm join` and a bootstrap token, each a kubelet and a
+// containerd of its own in its own network namespace (linked to the host by
+// a veth pair, see WorkerCIDR) and mount namespace (its own /etc/kubernetes,
+// /var/lib/kubelet, /etc/cni/net.d, /run/containerd, ...).
+//
+// Everything a cluster starts, its workers included, is recorded in its
+// directory, so that Teardown removes it by process id, mount, network
+// namespace and interface name even after the process that started it died.
 package cluster
