@@ -104,7 +104,7 @@ func TestWorkerJoins(t *testing.T) {
 	})
 	ctx := testContext(t)
 
-	t.Run("the node registers with a certificate from an auto-approved CSR", func(t *testing.T) {
+	require.True(t, t.Run("the node registers with a certificate from an auto-approved CSR", func(t *testing.T) {
 		_, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		require.NoError(t, err, "kubeadm join finished, so the kubelet has registered")
 		csrs, err := hosted.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
@@ -123,9 +123,9 @@ func TestWorkerJoins(t *testing.T) {
 		assert.True(t, approved, "CSR %s approved: %+v", found.Name, found.Status.Conditions)
 		assert.NotEmpty(t, found.Status.Certificate, "CSR %s issued", found.Name)
 		assert.Contains(t, found.Spec.Groups, cluster.NodeBootstrapGroup)
-	})
+	}), "later steps need this one")
 
-	t.Run("the node turns Ready", func(t *testing.T) {
+	require.True(t, t.Run("the node turns Ready", func(t *testing.T) {
 		eventually(t, 5*time.Minute, "node "+nodeName+" Ready", func() error {
 			node, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
@@ -141,15 +141,15 @@ func TestWorkerJoins(t *testing.T) {
 			}
 			return fmt.Errorf("no Ready condition")
 		})
-	})
+	}), "later steps need this one")
 
-	t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
+	require.True(t, t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
 		for _, selector := range []string{"k8s-app=kube-proxy", "k8s-app=kube-dns", "k8s-app=konnectivity-agent"} {
 			eventually(t, 5*time.Minute, selector+" ready on "+nodeName, func() error {
 				return readyPodOn(ctx, hosted, "kube-system", selector, nodeName)
 			})
 		}
-	})
+	}), "later steps need this one")
 
 	t.Run("a pod on the node resolves the kubernetes Service and reaches the API server through it", func(t *testing.T) {
 		createProbe(t, hosted, nodeName)
