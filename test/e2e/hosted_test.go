@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -221,7 +222,10 @@ func deleteCluster(t testing.TB, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	eventually(t, 3*time.Minute, "nothing of the Cluster is left", func() error {
 		var left []string

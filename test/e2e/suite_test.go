@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -109,12 +110,31 @@ func namespace(t testing.TB, name string) string {
 			dumpControlPlanes(ctx, t, name)
 			dumpPods(ctx, t.Output())
 			dumpLogs(ctx, t.Output(), "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 60)
+			dumpLogs(ctx, t.Output(), "capi-system", "cluster.x-k8s.io/provider=cluster-api", 40)
 		}
 	})
 	return name
 }
 
 func dumpControlPlanes(ctx context.Context, t testing.TB, ns string) {
+	classes := &clusterv1.ClusterClassList{}
+	if err := k8s.List(ctx, classes, client.InNamespace(ns)); err == nil {
+		for _, c := range classes.Items {
+			t.Logf("ClusterClass %s:", c.Name)
+			for _, cond := range c.Status.Conditions {
+				t.Logf("  %s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+	}
+	clusters := &clusterv1.ClusterList{}
+	if err := k8s.List(ctx, clusters, client.InNamespace(ns)); err == nil {
+		for _, c := range clusters.Items {
+			t.Logf("Cluster %s:", c.Name)
+			for _, cond := range c.Status.Conditions {
+				t.Logf("  %s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+	}
 	hcps := &v1alpha1.HostedControlPlaneList{}
 	if err := k8s.List(ctx, hcps, client.InNamespace(ns)); err != nil {
 		t.Log(err)

@@ -94,10 +94,12 @@ type Cluster struct {
 // layout is where a cluster keeps its files.
 type layout struct{ dir string }
 
-func (l layout) path(parts ...string) string { return filepath.Join(append([]string{l.dir}, parts...)...) }
-func (l layout) pki(name string) string     { return l.path("pki", name) }
-func (l layout) logs() string               { return l.path("logs") }
-func (l layout) containerdSocket() string   { return l.path("containerd", "containerd.sock") }
+func (l layout) path(parts ...string) string {
+	return filepath.Join(append([]string{l.dir}, parts...)...)
+}
+func (l layout) pki(name string) string   { return l.path("pki", name) }
+func (l layout) logs() string             { return l.path("logs") }
+func (l layout) containerdSocket() string { return l.path("containerd", "containerd.sock") }
 func (l layout) kubeconfig(name string) string {
 	return l.path("kubeconfigs", name+".kubeconfig")
 }

@@ -131,8 +131,10 @@ func (c *Cluster) provision(ctx context.Context, pvc *corev1.PersistentVolumeCla
 			PersistentVolumeSource: corev1.PersistentVolumeSource{
 				HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)},
 			},
-			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
-				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			ClaimRef: &corev1.ObjectReference{
+				Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
+			},
 		},
 	}
 	return client.IgnoreAlreadyExists(c.Client.Create(ctx, pv))

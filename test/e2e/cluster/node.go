@@ -58,37 +58,29 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 		return err
 	}
 	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.ctr(ctx, "version")
+		err := c.ctr(ctx, "version")
 		return err == nil, err
 	})
 }
 
 // ctr runs containerd's own client against the cluster's containerd.
-func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
+func (c *Cluster) ctr(ctx context.Context, args ...string) error {
 	args = append([]string{"--address", c.layout.containerdSocket(), "--namespace", "k8s.io"}, args...)
-	out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+	if out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
 	}
-	return string(out), nil
+	return nil
 }
 
 // importImages loads every tarball into the node's image store, where the
 // kubelet finds them: nothing is ever pulled.
 func (c *Cluster) importImages(ctx context.Context) error {
 	for _, tar := range c.cfg.Tarballs {
-		if _, err := c.ctr(ctx, "images", "import", "--all-platforms", tar); err != nil {
+		if err := c.ctr(ctx, "images", "import", "--all-platforms", tar); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// LoadImage imports one more image tarball into the node, for images built
-// after the cluster started.
-func (c *Cluster) LoadImage(ctx context.Context, tar string) error {
-	_, err := c.ctr(ctx, "images", "import", "--all-platforms", tar)
-	return err
 }
 
 // kubeletConfig follows notes/real-kubelet.md. Image garbage collection is

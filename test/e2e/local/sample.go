@@ -60,7 +60,7 @@ func WaitAvailable(ctx context.Context, c client.Client, key client.ObjectKey, t
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("HostedControlPlane %s is not Available after %s (%v): %s", key, timeout, err, conditions(hcp.Status.Conditions))
+			return fmt.Errorf("HostedControlPlane %s is not Available after %s (%w): %s", key, timeout, err, conditions(hcp.Status.Conditions))
 		case <-time.After(2 * time.Second):
 		}
 	}

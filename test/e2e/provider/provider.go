@@ -61,7 +61,7 @@ func Install(ctx context.Context, c client.Client, cfg Config) error {
 func installCertManager(ctx context.Context, c client.Client, cfg Config) error {
 	files, err := filepath.Glob(filepath.Join(cfg.CertManagerCRDs, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s (%v)", cfg.CertManagerCRDs, err)
+		return fmt.Errorf("no CRDs in %s (%w)", cfg.CertManagerCRDs, err)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -181,7 +181,7 @@ func WaitAvailable(ctx context.Context, c client.Client, namespace, name string)
 			want = *d.Spec.Replicas
 		}
 		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want || d.Status.AvailableReplicas < want {
-			return fmt.Errorf("Deployment %s/%s: %d of %d replicas available", namespace, name, d.Status.AvailableReplicas, want)
+			return fmt.Errorf("deployment %s/%s: %d of %d replicas available", namespace, name, d.Status.AvailableReplicas, want)
 		}
 		return nil
 	})

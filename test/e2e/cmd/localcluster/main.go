@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -31,7 +32,7 @@ const usage = `usage: localcluster up|down|serve [-dir DIR]
 `
 
 func main() {
-	if len(os.Args) < 2 {
+	if len(os.Args) < 2 || !slices.Contains([]string{"up", "down", "serve"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -49,13 +50,11 @@ func main() {
 		err = down(*dir)
 	case "serve":
 		err = serve(ctx, *config)
-	default:
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
-		os.Exit(1)
+		stop()
+		os.Exit(1) //nolint:gocritic // stop ran.
 	}
 }
 
@@ -139,7 +138,7 @@ func waitServing(ctx context.Context, dir string, serving *exec.Cmd) (client.Cli
 		}
 		select {
 		case err := <-exited:
-			return nil, fmt.Errorf("the local cluster did not come up (%v); see %s", err, filepath.Join(dir, "logs"))
+			return nil, fmt.Errorf("the local cluster did not come up (%w); see %s", err, filepath.Join(dir, "logs"))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(time.Second):
