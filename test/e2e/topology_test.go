@@ -221,7 +221,9 @@ func (r *rollout) observe(t *testing.T, key client.ObjectKey) {
 	name := hcp.Labels["cluster.x-k8s.io/cluster-name"]
 	oldReady, newReady := 0, 0
 	for _, p := range pods.Items {
-		if !strings.HasPrefix(p.Name, name+"-apiserver-") || !podReady(&p) {
+		// A terminating pod is on its way out: it takes no new connections
+		// once its endpoint leaves the Service, whatever its last probe said.
+		if !strings.HasPrefix(p.Name, name+"-apiserver-") || !podReady(&p) || p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
