@@ -92,7 +92,7 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included).
 ##@ Test
 
 .PHONY: test
-test: verify-generate lint manifests unit envtest ## Everything CI runs.
+test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
