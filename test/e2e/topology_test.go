@@ -153,6 +153,18 @@ spec:
 			}
 			return nil
 		})
+		eventually(t, 5*time.Minute, "the controllers run the new version", func() error {
+			for _, name := range []string{"topo-controller-manager", "topo-scheduler"} {
+				d := &appsv1.Deployment{}
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+					return err
+				}
+				if v := imageVersion(d.Spec.Template.Spec.Containers[0].Image); v != images.KubeVersion || d.Status.UpdatedReplicas != d.Status.Replicas {
+					return fmt.Errorf("Deployment %s: version %s, %d of %d pods updated", name, v, d.Status.UpdatedReplicas, d.Status.Replicas)
+				}
+			}
+			return nil
+		})
 		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
 		watch.check(t)
 	})
