@@ -57,9 +57,8 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := c.start("containerd", "containerd", "--config", config); err != nil {
 		return err
 	}
-	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) (bool, error) {
-		err := c.ctr(ctx, "version")
-		return err == nil, err
+	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) error {
+		return c.ctr(ctx, "version")
 	})
 }
 
@@ -129,17 +128,20 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		"--hostname-override="+NodeName, "--node-ip="+NodeIP, "--v=1"); err != nil {
 		return err
 	}
-	return c.poll(ctx, "kubelet", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, "kubelet", 2*time.Minute, func(ctx context.Context) error {
 		node := &corev1.Node{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
-			return false, err
+			return err
 		}
 		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
 			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue, fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
+				return fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
 			}
 		}
-		return false, fmt.Errorf("node %s has no Ready condition yet", NodeName)
+		return fmt.Errorf("node %s has no Ready condition yet", NodeName)
 	})
 }
 

@@ -63,8 +63,8 @@ func up(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if pid, err := cluster.Supervisor(dir); err != nil || pid != 0 {
-		return errors.Join(err, fmt.Errorf("a local cluster already runs in %s (process %d): run make down first", dir, pid))
+	if err := cluster.CheckNoOtherCluster(dir); err != nil {
+		return err
 	}
 	cfg, err := local.ClusterConfig(ctx, root, dir, os.Stdout)
 	if err != nil {
