@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -109,22 +110,27 @@ func namespace(t testing.TB, name string) string {
 			dumpControlPlanes(ctx, t, name)
 			dumpPods(ctx, t.Output())
 			dumpLogs(ctx, t.Output(), "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 60)
+			dumpLogs(ctx, t.Output(), "capi-system", "cluster.x-k8s.io/provider=cluster-api", 40)
 		}
 	})
 	return name
 }
 
 func dumpControlPlanes(ctx context.Context, t testing.TB, ns string) {
-	hcps := &v1alpha1.HostedControlPlaneList{}
-	if err := k8s.List(ctx, hcps, client.InNamespace(ns)); err != nil {
-		t.Log(err)
-		return
+	classes, clusters, hcps := &clusterv1.ClusterClassList{}, &clusterv1.ClusterList{}, &v1alpha1.HostedControlPlaneList{}
+	for _, list := range []client.ObjectList{classes, clusters, hcps} {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Log(err)
+		}
+	}
+	for _, c := range classes.Items {
+		t.Logf("ClusterClass %s:%s", c.Name, local.FormatConditions(c.Status.Conditions))
+	}
+	for _, c := range clusters.Items {
+		t.Logf("Cluster %s:%s", c.Name, local.FormatConditions(c.Status.Conditions))
 	}
 	for _, h := range hcps.Items {
-		t.Logf("HostedControlPlane %s: version %s, versions %v", h.Name, h.Spec.Version, h.Status.Versions)
-		for _, c := range h.Status.Conditions {
-			t.Logf("  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
-		}
+		t.Logf("HostedControlPlane %s: version %s, versions %v%s", h.Name, h.Spec.Version, h.Status.Versions, local.FormatConditions(h.Status.Conditions))
 	}
 }
 
@@ -172,16 +178,8 @@ func podReady(p *corev1.Pod) bool {
 // test with check's last error.
 func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %v", what, timeout, err)
-		}
-		time.Sleep(time.Second)
+	if err := cluster.Poll(context.Background(), timeout, time.Second, func(context.Context) error { return check() }, nil); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

@@ -153,6 +153,18 @@ spec:
 			}
 			return nil
 		})
+		eventually(t, 5*time.Minute, "the controllers run the new version", func() error {
+			for _, name := range []string{"topo-controller-manager", "topo-scheduler"} {
+				d := &appsv1.Deployment{}
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+					return err
+				}
+				if v := imageVersion(d.Spec.Template.Spec.Containers[0].Image); v != images.KubeVersion || d.Status.UpdatedReplicas != d.Status.Replicas {
+					return fmt.Errorf("Deployment %s: version %s, %d of %d pods updated", name, v, d.Status.UpdatedReplicas, d.Status.Replicas)
+				}
+			}
+			return nil
+		})
 		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
 		watch.check(t)
 	})
@@ -221,7 +233,9 @@ func (r *rollout) observe(t *testing.T, key client.ObjectKey) {
 	name := hcp.Labels["cluster.x-k8s.io/cluster-name"]
 	oldReady, newReady := 0, 0
 	for _, p := range pods.Items {
-		if !strings.HasPrefix(p.Name, name+"-apiserver-") || !podReady(&p) {
+		// A terminating pod is on its way out: it takes no new connections
+		// once its endpoint leaves the Service, whatever its last probe said.
+		if !strings.HasPrefix(p.Name, name+"-apiserver-") || !podReady(&p) || p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, c := range p.Spec.Containers {

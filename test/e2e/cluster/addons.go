@@ -76,10 +76,10 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 
 // workloadAvailable checks that every pod of a DaemonSet or Deployment is
 // ready.
-func (c *Cluster) workloadAvailable(obj client.Object, namespace, name string) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
+func (c *Cluster) workloadAvailable(obj client.Object, namespace, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
 		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
-			return false, err
+			return err
 		}
 		var want, ready int32
 		switch o := obj.(type) {
@@ -89,9 +89,9 @@ func (c *Cluster) workloadAvailable(obj client.Object, namespace, name string) f
 			want, ready = *o.Spec.Replicas, o.Status.ReadyReplicas
 		}
 		if want == 0 || ready < want {
-			return false, fmt.Errorf("%s/%s: %d of %d pods ready (pod events and the kubelet log say why)", namespace, name, ready, want)
+			return fmt.Errorf("%s/%s: %d of %d pods ready (pod events and the kubelet log say why)", namespace, name, ready, want)
 		}
-		return true, nil
+		return nil
 	}
 }
 

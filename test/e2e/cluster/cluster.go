@@ -115,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	if err := checkNoOtherCluster(cfg.Dir); err != nil {
+	if err := CheckNoOtherCluster(cfg.Dir); err != nil {
 		return nil, err
 	}
 	if err := Teardown(cfg.Dir, cfg.Binaries.KubeProxy); err != nil {

@@ -64,8 +64,7 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	}
 	// The controller manager's service account controller makes the default
 	// ServiceAccount of every namespace: proof that it runs.
-	return c.poll(ctx, "kube-controller-manager", time.Minute, func(ctx context.Context) (bool, error) {
-		err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, err
+	return c.poll(ctx, "kube-controller-manager", time.Minute, func(ctx context.Context) error {
+		return c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
 	})
 }

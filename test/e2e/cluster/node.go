@@ -62,9 +62,9 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := c.start("containerd", "containerd", "--config", config); err != nil {
 		return err
 	}
-	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, "containerd", time.Minute, func(ctx context.Context) error {
 		_, err := c.ctr(ctx, "version")
-		return err == nil, err
+		return err
 	})
 }
 
@@ -93,13 +93,6 @@ func (c *Cluster) importImages(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// LoadImage imports one more image tarball into the node, for images built
-// after the cluster started.
-func (c *Cluster) LoadImage(ctx context.Context, tar string) error {
-	_, err := c.ctr(ctx, "images", "import", "--all-platforms", tar)
-	return err
 }
 
 // kubeletConfig follows notes/real-kubelet.md. Image garbage collection is
@@ -148,17 +141,20 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		"--hostname-override="+NodeName, "--node-ip="+NodeIP, "--v=1"); err != nil {
 		return err
 	}
-	return c.poll(ctx, "kubelet", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, "kubelet", 2*time.Minute, func(ctx context.Context) error {
 		node := &corev1.Node{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
-			return false, err
+			return err
 		}
 		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
 			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue, fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
+				return fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
 			}
 		}
-		return false, fmt.Errorf("node %s has no Ready condition yet", NodeName)
+		return fmt.Errorf("node %s has no Ready condition yet", NodeName)
 	})
 }
 

@@ -70,7 +70,8 @@ func Supervisor(dir string) (int, error) {
 	return s.Supervisor, nil
 }
 
-func checkNoOtherCluster(dir string) error {
+// CheckNoOtherCluster fails when a cluster already runs in dir.
+func CheckNoOtherCluster(dir string) error {
 	pid, err := Supervisor(dir)
 	if err != nil {
 		return err
@@ -143,40 +144,41 @@ func (c *Cluster) running(name string) error {
 	return nil
 }
 
-// poll calls check every interval until it returns true, the process name
-// exits, or timeout passes.
-func (c *Cluster) poll(ctx context.Context, name string, timeout time.Duration, check func(context.Context) (bool, error)) error {
+// Poll calls check every interval until it returns nil, and reports its
+// last error once timeout has passed. A non-nil abort ends the wait at once
+// when it returns an error (a process that exited, say).
+func Poll(ctx context.Context, timeout, interval time.Duration, check func(context.Context) error, abort func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
 	for {
-		ok, err := check(ctx)
-		if ok {
+		err := check(ctx)
+		if err == nil {
 			return nil
 		}
-		last = err
-		if name != "" {
-			if err := c.running(name); err != nil {
+		if abort != nil {
+			if err := abort(); err != nil {
 				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("not ready after %s: %w", timeout, last)
-			}
-			return fmt.Errorf("not ready after %s", timeout)
-		case <-time.After(250 * time.Millisecond):
+			return fmt.Errorf("not ready after %s: %w", timeout, err)
+		case <-time.After(interval):
 		}
 	}
 }
 
+// poll waits for check while the process name runs.
+func (c *Cluster) poll(ctx context.Context, name string, timeout time.Duration, check func(context.Context) error) error {
+	return Poll(ctx, timeout, 250*time.Millisecond, check, func() error { return c.running(name) })
+}
+
 // urlReady is a check that url answers 200 (to the admin client, over TLS).
-func (c *Cluster) urlReady(url string) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
+func (c *Cluster) urlReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
 		cert, err := tls.LoadX509KeyPair(c.layout.pki("admin.crt"), c.layout.pki("admin.key"))
 		if err != nil {
-			return false, err
+			return err
 		}
 		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 			// The host's own freshly issued server: the admin client
@@ -185,16 +187,16 @@ func (c *Cluster) urlReady(url string) func(context.Context) (bool, error) {
 		}}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return false, err
+			return err
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			return false, err
+			return err
 		}
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("%s answered %s", url, resp.Status)
+			return fmt.Errorf("%s answered %s", url, resp.Status)
 		}
-		return true, nil
+		return nil
 	}
 }

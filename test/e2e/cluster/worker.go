@@ -355,9 +355,9 @@ func (w *Worker) startContainerd(ctx context.Context) error {
 	if _, err := w.startIn("containerd", nil, "containerd", "--config", config); err != nil {
 		return err
 	}
-	return w.c.poll(ctx, w.procName("containerd"), time.Minute, func(ctx context.Context) (bool, error) {
+	return w.c.poll(ctx, w.procName("containerd"), time.Minute, func(ctx context.Context) error {
 		_, err := ctrAt(ctx, w.socket(), "version")
-		return err == nil, err
+		return err
 	})
 }
 
@@ -422,13 +422,13 @@ func (w *Worker) join(ctx context.Context) error {
 		// Written last before kubeadm would start the kubelet.
 		w.path("kubelet", "kubeadm-flags.env"),
 	}
-	if err := w.c.poll(ctx, w.procName("kubeadm"), 5*time.Minute, func(context.Context) (bool, error) {
+	if err := w.c.poll(ctx, w.procName("kubeadm"), 5*time.Minute, func(context.Context) error {
 		for _, f := range files {
 			if _, err := os.Stat(f); err != nil {
-				return false, fmt.Errorf("kubeadm join has not written %s yet", f)
+				return fmt.Errorf("kubeadm join has not written %s yet", f)
 			}
 		}
-		return true, nil
+		return nil
 	}); err != nil {
 		return err
 	}

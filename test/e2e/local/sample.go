@@ -50,26 +50,21 @@ func CreateSample(ctx context.Context, c client.Client, file, dir string) (strin
 // WaitAvailable waits until the HostedControlPlane key is Available, and
 // reports its conditions when it is not in time.
 func WaitAvailable(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	hcp := &v1alpha1.HostedControlPlane{}
-	for {
-		err := c.Get(ctx, key, hcp)
-		if err == nil && apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition) {
+	return cluster.Poll(ctx, timeout, 2*time.Second, func(ctx context.Context) error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := c.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition) {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("HostedControlPlane %s is not Available after %s (%w): %s", key, timeout, err, conditions(hcp.Status.Conditions))
-			}
-			return fmt.Errorf("HostedControlPlane %s is not Available after %s: %s", key, timeout, conditions(hcp.Status.Conditions))
-		case <-time.After(2 * time.Second):
-		}
-	}
+		return fmt.Errorf("HostedControlPlane %s is not Available:%s", key, FormatConditions(hcp.Status.Conditions))
+	}, nil)
 }
 
-func conditions(conds []metav1.Condition) string {
+// FormatConditions lists conditions one per line, as a reader of errors and
+// test logs wants them.
+func FormatConditions(conds []metav1.Condition) string {
 	out := ""
 	for _, c := range conds {
 		out += fmt.Sprintf("\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)

@@ -127,7 +127,7 @@ func installClusterAPI(ctx context.Context, c client.Client, cfg Config) error {
 	}
 	// cert-manager's cainjector fills the conversion webhook's CA into the
 	// CRDs; until it has, v1beta1 manifests fail.
-	return poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+	return cluster.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd); err != nil {
 			return err
@@ -136,7 +136,7 @@ func installClusterAPI(ctx context.Context, c client.Client, cfg Config) error {
 			return fmt.Errorf("CRD %s has no conversion webhook CA yet", crd.Name)
 		}
 		return nil
-	})
+	}, nil)
 }
 
 func installProvider(ctx context.Context, c client.Client, cfg Config) error {
@@ -152,7 +152,7 @@ func installProvider(ctx context.Context, c client.Client, cfg Config) error {
 			return err
 		}
 	}
-	return poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+	return cluster.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
 		ext := &unstructured.Unstructured{}
 		ext.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfig"})
 		if err := c.Get(ctx, client.ObjectKey{Name: "hcp-extension"}, ext); err != nil {
@@ -166,12 +166,12 @@ func installProvider(ctx context.Context, c client.Client, cfg Config) error {
 			}
 		}
 		return fmt.Errorf("ExtensionConfig hcp-extension not discovered yet: %v", conds)
-	})
+	}, nil)
 }
 
 // WaitAvailable waits until every replica of a Deployment is available.
 func WaitAvailable(ctx context.Context, c client.Client, namespace, name string) error {
-	return poll(ctx, 5*time.Minute, func(ctx context.Context) error {
+	return cluster.Poll(ctx, 5*time.Minute, time.Second, func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
 			return err
@@ -184,23 +184,5 @@ func WaitAvailable(ctx context.Context, c client.Client, namespace, name string)
 			return fmt.Errorf("deployment %s/%s: %d of %d replicas available", namespace, name, d.Status.AvailableReplicas, want)
 		}
 		return nil
-	})
-}
-
-// poll retries check every second until it succeeds or timeout passes, and
-// then reports its last error.
-func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
-		case <-time.After(time.Second):
-		}
-	}
+	}, nil)
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -31,7 +32,7 @@ const usage = `usage: localcluster up|down|serve [-dir DIR]
 `
 
 func main() {
-	if len(os.Args) < 2 {
+	if len(os.Args) < 2 || !slices.Contains([]string{"up", "down", "serve"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -71,8 +72,8 @@ func up(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if pid, err := cluster.Supervisor(dir); err != nil || pid != 0 {
-		return errors.Join(err, fmt.Errorf("a local cluster already runs in %s (process %d): run make down first", dir, pid))
+	if err := cluster.CheckNoOtherCluster(dir); err != nil {
+		return err
 	}
 	cfg, err := local.ClusterConfig(ctx, root, dir, os.Stdout)
 	if err != nil {
