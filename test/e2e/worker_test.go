@@ -172,6 +172,15 @@ func TestWorkerJoins(t *testing.T) {
 		assert.Regexp(t, `GET https://kubernetes.default.svc/version: 200 .*"gitVersion": ?"`+images.KubeVersion+`"`, logs)
 	})
 
+	t.Run("the management cluster cannot reach the worker's kubelet directly", func(t *testing.T) {
+		// So logs and exec can only have come through konnectivity.
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(worker.NodeIP, "10250"), 3*time.Second)
+		if err == nil {
+			_ = conn.Close()
+		}
+		require.Error(t, err, "the worker accepts no connection from outside")
+	})
+
 	t.Run("kubectl exec reaches the pod through konnectivity", func(t *testing.T) {
 		stdout, stderr, err := execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
 		require.NoError(t, err, "exec: stderr %q", stderr)

@@ -254,7 +254,10 @@ func missingDirs(dir string) ([]string, error) {
 // which the hosted API servers' replies and the host's reverse-path checks
 // need. Forwarding and the bridge's netfilter hook are on inside the
 // namespace: the worker's kube-proxy relies on both for Service traffic
-// between pods on its bridge.
+// between pods on its bridge. Like a machine behind NAT, the worker accepts
+// no connection from outside (its own connections' replies pass): what the
+// hosted API server reaches on it, the kubelet for logs and exec, it can
+// reach only through the konnectivity agent's tunnel.
 func (w *Worker) setUpNetwork(context.Context) error {
 	ns, veth := w.rec.Netns, w.rec.HostVeth
 	for _, args := range [][]string{
@@ -276,6 +279,11 @@ func (w *Worker) setUpNetwork(context.Context) error {
 		// /proc/sys/net belongs to the network namespace of the process
 		// that writes it.
 		if err := runIn(ns, "sh", "-c", `echo 1 > "$0"`, "/proc/sys/"+key); err != nil {
+			return err
+		}
+	}
+	for _, chain := range []string{"INPUT", "FORWARD"} {
+		if err := runIn(ns, "iptables", "-A", chain, "-i", "eth0", "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"); err != nil {
 			return err
 		}
 	}

@@ -81,11 +81,11 @@ func TestIsKubelet(t *testing.T) {
 // Stop, or the teardown of a worker whose process died, leaves no network
 // namespace, interface, mount or created directory behind. It needs root
 // and changes the host's network (an interface hcpw63, a route to
-// 10.253.63.0/24), so it runs only with WORKER_NAMESPACES=1; it starts
+// 10.253.63.0/24), so it runs only with E2E=1, as the end-to-end tests; it starts
 // containerd (when installed) and no other process, and touches no cgroup.
 func TestWorkerNamespaces(t *testing.T) {
-	if os.Getenv("WORKER_NAMESPACES") != "1" {
-		t.Skip("set WORKER_NAMESPACES=1 (as root) to make a worker's namespaces")
+	if os.Getenv("E2E") != "1" {
+		t.Skip("set E2E=1 (as root) to make a worker's namespaces")
 	}
 	for _, crashed := range []bool{false, true} {
 		dir := t.TempDir()
