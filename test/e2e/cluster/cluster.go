@@ -127,10 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			err = errors.Join(err, c.Stop())
 		}
 	}()
-	steps := []struct {
-		what string
-		run  func(context.Context) error
-	}{
+	if err := c.runSteps(ctx, "", []step{
 		{"directories", c.makeDirs},
 		{"certificates and kubeconfigs", c.writePKI},
 		{"network", c.setUpNetwork},
@@ -141,15 +138,29 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		{"images", c.importImages},
 		{"kubelet", c.startKubelet},
 		{"add-ons", c.startAddons},
+	}); err != nil {
+		return nil, err
 	}
+	return c, nil
+}
+
+// step is one part of bringing a cluster or worker up.
+type step struct {
+	what string
+	run  func(context.Context) error
+}
+
+// runSteps runs steps in order, logging how long each took after prefix and
+// naming the one that failed.
+func (c *Cluster) runSteps(ctx context.Context, prefix string, steps []step) error {
 	for _, s := range steps {
 		start := time.Now()
 		if err := s.run(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.what, err)
+			return fmt.Errorf("%s%s: %w", prefix, s.what, err)
 		}
-		c.logf("%s: ready in %s", s.what, time.Since(start).Round(time.Millisecond))
+		c.logf("%s%s: ready in %s", prefix, s.what, time.Since(start).Round(time.Millisecond))
 	}
-	return c, nil
+	return nil
 }
 
 func (c *Cluster) logf(format string, args ...any) {

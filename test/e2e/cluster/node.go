@@ -87,44 +87,60 @@ func ctrAt(ctx context.Context, socket string, args ...string) (string, error) {
 // importImages loads every tarball into the node's image store, where the
 // kubelet finds them: nothing is ever pulled.
 func (c *Cluster) importImages(ctx context.Context) error {
-	for _, tar := range c.cfg.Tarballs {
-		if _, err := c.ctr(ctx, "images", "import", "--all-platforms", tar); err != nil {
+	return importTarballs(ctx, c.layout.containerdSocket(), c.cfg.Tarballs)
+}
+
+// importTarballs loads OCI image tarballs into the containerd at socket.
+func importTarballs(ctx context.Context, socket string, tarballs []string) error {
+	for _, tar := range tarballs {
+		if _, err := ctrAt(ctx, socket, "images", "import", "--all-platforms", tar); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// kubeletConfig follows notes/real-kubelet.md. Image garbage collection is
-// off: every image was imported and none could be pulled again.
-func (c *Cluster) kubeletConfig() string {
+// machineKubeletConfig is the start of a KubeletConfiguration with what a
+// kubelet needs on this machine, as notes/real-kubelet.md records: cgroup
+// v1 with cgroupfs and pods under cgroupRoot, the containerd at socket, no
+// swap check, no node allocatable enforcement or local storage isolation,
+// and no image garbage collection (every image was imported and none could
+// be pulled again). ("none" rather than an empty list: it survives
+// kubeadm's round trips through the typed configuration.)
+func machineKubeletConfig(cgroupRoot, socket string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
-cgroupRoot: /%[1]s
-containerRuntimeEndpoint: unix://%[2]s
+cgroupRoot: /%s
+containerRuntimeEndpoint: unix://%s
 failSwapOn: false
-enforceNodeAllocatable: []
+enforceNodeAllocatable: ["none"]
 localStorageCapacityIsolation: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: 100Mi
-authentication:
+serializeImagePulls: false
+`, cgroupRoot, socket)
+}
+
+// kubeletConfig is the machine's settings and the cluster's: its CA,
+// webhook authentication and authorization, and cluster DNS.
+func (c *Cluster) kubeletConfig() string {
+	return machineKubeletConfig(cgroupParent, c.layout.containerdSocket()) + fmt.Sprintf(`authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
-  x509: {clientCAFile: %[3]q}
+  x509: {clientCAFile: %q}
 authorization: {mode: Webhook}
-clusterDNS: [%[4]q]
+clusterDNS: [%q]
 clusterDomain: cluster.local
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 staticPodPath: ""
 rotateCertificates: false
-serializeImagePulls: false
 maxPods: 250
-`, cgroupParent, c.layout.containerdSocket(), c.layout.pki("ca.crt"), DNSServiceIP)
+`, c.layout.pki("ca.crt"), DNSServiceIP)
 }
 
 func (c *Cluster) startKubelet(ctx context.Context) error {

@@ -115,10 +115,7 @@ func (c *Cluster) StartWorker(ctx context.Context, cfg WorkerConfig) (_ *Worker,
 			err = errors.Join(err, w.Stop())
 		}
 	}()
-	steps := []struct {
-		what string
-		run  func(context.Context) error
-	}{
+	if err := c.runSteps(ctx, "worker "+cfg.Name+": ", []step{
 		{"directories", w.makeDirs},
 		{"cgroup", func(context.Context) error { return makeCgroup(w.cgroup()) }},
 		{"network", w.setUpNetwork},
@@ -127,13 +124,8 @@ func (c *Cluster) StartWorker(ctx context.Context, cfg WorkerConfig) (_ *Worker,
 		{"images", w.importImages},
 		{"kubeadm join and kubelet", w.join},
 		{"CNI configuration", w.writeCNIConfig},
-	}
-	for _, s := range steps {
-		start := time.Now()
-		if err := s.run(ctx); err != nil {
-			return nil, fmt.Errorf("worker %s: %s: %w", cfg.Name, s.what, err)
-		}
-		c.logf("worker %s: %s: ready in %s", cfg.Name, s.what, time.Since(start).Round(time.Millisecond))
+	}); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -372,39 +364,14 @@ func (w *Worker) startContainerd(ctx context.Context) error {
 // importImages loads the worker's images through its containerd's socket,
 // which the host reaches at the same path.
 func (w *Worker) importImages(ctx context.Context) error {
-	for _, tar := range w.cfg.Tarballs {
-		if _, err := ctrAt(ctx, w.socket(), "images", "import", "--all-platforms", tar); err != nil {
-			return err
-		}
-	}
-	return nil
+	return importTarballs(ctx, w.socket(), w.cfg.Tarballs)
 }
 
 // kubeletPatch is the kubeadm patch (target kubeletconfiguration, strategic
 // merge; kubeadm v1.36 knows it, see cmd/kubeadm/app/util/patches) that
-// adapts the cluster's kubelet-config to this machine, as
-// notes/real-kubelet.md records: cgroup v1 with cgroupfs, no swap check, no
-// node allocatable enforcement or local storage isolation, no image garbage
-// collection (nothing can be pulled again), and the worker's cgroup and
-// containerd. ("none" rather than an empty list: it survives kubeadm's
-// round trips through the typed configuration.)
-func (w *Worker) kubeletPatch() string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupRoot: /%[1]s
-containerRuntimeEndpoint: unix://%[2]s
-failSwapOn: false
-enforceNodeAllocatable: ["none"]
-localStorageCapacityIsolation: false
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: 100Mi
-serializeImagePulls: false
-`, w.cgroup(), w.socket())
-}
+// adapts the cluster's kubelet-config to this machine and to the worker's
+// cgroup and containerd.
+func (w *Worker) kubeletPatch() string { return machineKubeletConfig(w.cgroup(), w.socket()) }
 
 // join runs kubeadm join in the background. kubeadm writes the kubelet's
 // configuration, flags and bootstrap kubeconfig, then would have systemd
