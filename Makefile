@@ -103,8 +103,8 @@ envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apise
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: test-e2e
-test-e2e: host-packages $(KUSTOMIZE) manifests ## End-to-end tests in a local management cluster (root; builds every image from source).
-	E2E=1 go test -count=1 ./test/e2e/cluster/ ./test/e2e/images/ 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
+test-e2e: host-packages $(KUSTOMIZE) manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
+	E2E=1 go test -count=1 ./test/e2e/cluster/ ./test/e2e/images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./test/e2e/ -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
 .PHONY: host-packages
