@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -105,8 +106,12 @@ func TestWorkerJoins(t *testing.T) {
 	ctx := testContext(t)
 
 	require.True(t, t.Run("the node registers with a certificate from an auto-approved CSR", func(t *testing.T) {
-		_, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		require.NoError(t, err, "kubeadm join finished, so the kubelet has registered")
+		// kubeadm join ends once the kubelet has its certificate; the
+		// kubelet registers its Node right after.
+		eventually(t, time.Minute, "node "+nodeName+" registered", func() error {
+			_, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			return err
+		})
 		csrs, err := hosted.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		var found *certificatesv1.CertificateSigningRequest
@@ -125,22 +130,20 @@ func TestWorkerJoins(t *testing.T) {
 		assert.Contains(t, found.Spec.Groups, cluster.NodeBootstrapGroup)
 	}), "later steps need this one")
 
-	require.True(t, t.Run("the node turns Ready", func(t *testing.T) {
-		eventually(t, 5*time.Minute, "node "+nodeName+" Ready", func() error {
-			node, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			if err != nil {
-				return err
+	require.True(t, t.Run("the node turns Ready once its CNI is configured", func(t *testing.T) {
+		ready := nodeReady(ctx, hosted, nodeName)
+		eventually(t, time.Minute, "node "+nodeName+" is not Ready for want of a network", func() error {
+			err := ready()
+			if err == nil {
+				return errors.New("Ready without a CNI configuration")
 			}
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					if c.Status != corev1.ConditionTrue {
-						return fmt.Errorf("%s: %s", c.Reason, c.Message)
-					}
-					return nil
-				}
+			if !strings.Contains(err.Error(), "cni plugin not initialized") {
+				return fmt.Errorf("not Ready, but not for its network: %w", err)
 			}
-			return fmt.Errorf("no Ready condition")
+			return nil
 		})
+		require.NoError(t, worker.ConfigureCNI())
+		eventually(t, 5*time.Minute, "node "+nodeName+" Ready", ready)
 	}), "later steps need this one")
 
 	require.True(t, t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
@@ -274,6 +277,26 @@ func startWorker(t *testing.T, ns, clusterName, nodeName, token string) *cluster
 	require.NoError(t, err, "start worker %s", nodeName)
 	t.Logf("worker %s joined in %s (node IP %s)", nodeName, time.Since(start).Round(time.Second), w.NodeIP)
 	return w
+}
+
+// nodeReady is a check that node is Ready; its error is the Ready
+// condition's reason and message.
+func nodeReady(ctx context.Context, hosted kubernetes.Interface, name string) func() error {
+	return func() error {
+		node, err := hosted.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				if c.Status != corev1.ConditionTrue {
+					return fmt.Errorf("%s: %s", c.Reason, c.Message)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition", name)
+	}
 }
 
 // readyPodOn checks that a pod matching selector runs ready on node.

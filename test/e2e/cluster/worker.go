@@ -102,9 +102,9 @@ var bindTargets = []struct{ target, own string }{
 // imports the images, runs kubeadm join and, once kubeadm has written the
 // kubelet's configuration (there is no systemd to start it), the kubelet
 // with kubeadm's flags, waits for kubeadm to finish (the kubelet's TLS
-// bootstrap), and writes the CNI configuration last, so that the node
-// turns Ready only then. On failure it removes what it started; the
-// cluster's Teardown removes everything too.
+// bootstrap). The node has no network for pods yet, and is not Ready, until
+// ConfigureCNI. On failure it removes what it started; the cluster's
+// Teardown removes everything too.
 func (c *Cluster) StartWorker(ctx context.Context, cfg WorkerConfig) (_ *Worker, err error) {
 	w, err := c.newWorker(cfg)
 	if err != nil {
@@ -123,7 +123,6 @@ func (c *Cluster) StartWorker(ctx context.Context, cfg WorkerConfig) (_ *Worker,
 		{"containerd", w.startContainerd},
 		{"images", w.importImages},
 		{"kubeadm join and kubelet", w.join},
-		{"CNI configuration", w.writeCNIConfig},
 	}); err != nil {
 		return nil, err
 	}
@@ -471,11 +470,12 @@ func kubeadmFlags(file string) ([]string, error) {
 	return nil, fmt.Errorf("%s: no KUBELET_KUBEADM_ARGS", file)
 }
 
-// writeCNIConfig attaches the worker's pods to a bridge of their own in the
+// ConfigureCNI attaches the worker's pods to a bridge of their own in the
 // worker's network namespace, with addresses from the worker's pod CIDR
-// and without masquerading (the host routes the pod CIDR to the worker).
-// containerd notices the file and the kubelet then reports the node Ready.
-func (w *Worker) writeCNIConfig(context.Context) error {
+// and without masquerading (the host routes the pod CIDR to the worker),
+// as a CNI plugin's installer would. containerd notices the file and the
+// kubelet then reports the node Ready.
+func (w *Worker) ConfigureCNI() error {
 	prefix := netip.MustParsePrefix(w.cfg.PodCIDR).Masked()
 	conf := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
