@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,19 +223,11 @@ func bootstrapToken(t *testing.T, hostedClient client.Client, hosted kubernetes.
 			return err
 		}
 		if _, ok := cm.Data["jws-kubeconfig-"+id]; !ok {
-			return fmt.Errorf("no jws-kubeconfig-%s in cluster-info (keys %v)", id, keys(cm.Data))
+			return fmt.Errorf("no jws-kubeconfig-%s in cluster-info (keys %v)", id, slices.Sorted(maps.Keys(cm.Data)))
 		}
 		return nil
 	})
 	return token
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // startWorker starts a worker that joins the Cluster with token, pinning
@@ -287,15 +281,7 @@ func nodeReady(ctx context.Context, hosted kubernetes.Interface, name string) fu
 		if err != nil {
 			return err
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				if c.Status != corev1.ConditionTrue {
-					return fmt.Errorf("%s: %s", c.Reason, c.Message)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s has no Ready condition", name)
+		return cluster.NodeReady(node)
 	}
 }
 
@@ -406,8 +392,7 @@ func dumpWorker(t *testing.T, w *cluster.Worker, hosted kubernetes.Interface) {
 func dumpLogDir(t *testing.T, dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		t.Logf("--- %s (%v), last lines:\n%s", e.Name(), err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		tail, err := cluster.TailFile(filepath.Join(dir, e.Name()), 40)
+		t.Logf("--- %s (%v), last lines:\n%s", e.Name(), err, tail)
 	}
 }

@@ -162,16 +162,22 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
 			return err
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-			if cond.Type == corev1.NodeReady {
-				return fmt.Errorf("node %s: %s", cond.Reason, cond.Message)
-			}
-		}
-		return fmt.Errorf("node %s has no Ready condition yet", NodeName)
+		return NodeReady(node)
 	})
+}
+
+// NodeReady fails with the Ready condition's reason and message unless the
+// node is Ready.
+func NodeReady(node *corev1.Node) error {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status != corev1.ConditionTrue {
+				return fmt.Errorf("node %s: %s: %s", node.Name, cond.Reason, cond.Message)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s has no Ready condition yet", node.Name)
 }
 
 // makeCgroupParent creates the cgroup every pod lives under, in every

@@ -126,12 +126,15 @@ func (c *Cluster) startEnv(name string, env []string, bin string, args ...string
 
 // logTail is the end of a process's log, for errors.
 func (c *Cluster) logTail(name string) string {
-	b, _ := os.ReadFile(filepath.Join(c.layout.logs(), name+".log"))
+	tail, _ := TailFile(filepath.Join(c.layout.logs(), name+".log"), 15)
+	return tail
+}
+
+// TailFile is the last n lines of a file, such as a log.
+func TailFile(file string, n int) (string, error) {
+	b, err := os.ReadFile(file)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n"), err
 }
 
 // running fails when the process recorded under name has exited.

@@ -409,26 +409,21 @@ func (w *Worker) join(ctx context.Context) error {
 	if err := w.startKubelet(); err != nil {
 		return err
 	}
-	deadline := time.After(10 * time.Minute)
-	for {
+	// Waited for while the kubelet runs: a kubelet that dies would only
+	// show as kubeadm's timeout minutes later.
+	var joinErr error
+	err = w.c.poll(ctx, w.procName("kubelet"), 10*time.Minute, func(context.Context) error {
 		select {
-		case err := <-joined:
-			if err != nil {
-				return fmt.Errorf("kubeadm join: %w; its log ends with:\n%s", err, w.c.logTail(w.procName("kubeadm")))
-			}
+		case joinErr = <-joined:
 			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("kubeadm join has not finished after 10m; its log ends with:\n%s", w.c.logTail(w.procName("kubeadm")))
-		case <-time.After(time.Second):
-			// A kubelet that dies would only show as kubeadm's timeout
-			// minutes later.
-			if err := w.c.running(w.procName("kubelet")); err != nil {
-				return err
-			}
+		default:
+			return errors.New("kubeadm join has not finished")
 		}
+	})
+	if err = errors.Join(err, joinErr); err != nil {
+		return fmt.Errorf("kubeadm join: %w; its log ends with:\n%s", err, w.c.logTail(w.procName("kubeadm")))
 	}
+	return nil
 }
 
 // startKubelet runs the kubelet as kubeadm's systemd drop-in would, with the

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -32,7 +31,7 @@ const usage = `usage: localcluster up|down|serve [-dir DIR]
 `
 
 func main() {
-	if len(os.Args) < 2 || !slices.Contains([]string{"up", "down", "serve"}, os.Args[1]) {
+	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
