@@ -11,6 +11,12 @@ import (
 // except its Kubernetes version. A HostedControlPlane carries it beside
 // spec.version; a HostedControlPlaneTemplate carries it alone, because a
 // ClusterClass takes the version from the Cluster's topology.
+//
+// Every object a ClusterClass's inline JSON patch may add into defaults to
+// {} in the schema: an RFC 6902 "add" needs the parent of its path, so
+// /spec/template/spec/apiServer/certSANs must find apiServer in a template
+// that only sets a gateway. replicas has no schema default: Cluster API
+// keeps a template's replicas over the topology's.
 type ControlPlaneSettings struct {
 	// replicas is the number of kube-apiserver pods. Scaling it through the
 	// scale subresource is the same as setting it here. A HostedControlPlane
@@ -44,10 +50,12 @@ type ControlPlaneSettings struct {
 
 	// apiServer holds settings of the API server's identity.
 	// +optional
+	// +kubebuilder:default={}
 	APIServer APIServerSettings `json:"apiServer,omitempty,omitzero"`
 
 	// deployment tunes the pods of the hosted control plane components.
 	// +optional
+	// +kubebuilder:default={}
 	Deployment ComponentDeployments `json:"deployment,omitempty,omitzero"`
 
 	// etcd tunes the etcd cluster that stores the control plane's state.
@@ -58,20 +66,24 @@ type ControlPlaneSettings struct {
 	// konnectivityClient tunes the konnectivity agents in the workload
 	// cluster, through which the API server reaches nodes and pods.
 	// +optional
+	// +kubebuilder:default={}
 	KonnectivityClient ScalablePod `json:"konnectivityClient,omitempty,omitzero"`
 
 	// coredns tunes the cluster DNS of the workload cluster.
 	// +optional
+	// +kubebuilder:default={}
 	CoreDNS ScalablePod `json:"coredns,omitempty,omitzero"`
 
 	// kubeProxy tunes kube-proxy in the workload cluster, or turns it off for a
 	// CNI that replaces it.
 	// +optional
+	// +kubebuilder:default={}
 	KubeProxy KubeProxySpec `json:"kubeProxy,omitempty,omitzero"`
 
 	// certificates sets the lifetimes of the control plane's certificate
 	// authorities.
 	// +optional
+	// +kubebuilder:default={}
 	Certificates CertificatesSpec `json:"certificates,omitempty,omitzero"`
 }
 
@@ -128,14 +140,17 @@ type ComponentDeployments struct {
 	// apiServer tunes the kube-apiserver pods, and the konnectivity server
 	// beside them. Their count is spec.replicas.
 	// +optional
+	// +kubebuilder:default={}
 	APIServer APIServerPod `json:"apiServer,omitempty,omitzero"`
 
 	// controllerManager tunes the kube-controller-manager pods.
 	// +optional
+	// +kubebuilder:default={}
 	ControllerManager ScalablePod `json:"controllerManager,omitempty,omitzero"`
 
 	// scheduler tunes the kube-scheduler pods.
 	// +optional
+	// +kubebuilder:default={}
 	Scheduler ScalablePod `json:"scheduler,omitempty,omitzero"`
 }
 
@@ -208,6 +223,7 @@ type APIServerPod struct {
 	// konnectivity tunes the konnectivity server container that runs beside
 	// each kube-apiserver.
 	// +optional
+	// +kubebuilder:default={}
 	Konnectivity Container `json:"konnectivity,omitempty,omitzero"`
 }
 

@@ -100,7 +100,7 @@ func (in *Input) ServicePort() int32 {
 }
 
 func (in *Input) apiServerService() *corev1.Service {
-	return &corev1.Service{
+	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: in.meta(in.APIServerServiceName(), APIServerComponent),
 		Spec: corev1.ServiceSpec{
@@ -112,6 +112,12 @@ func (in *Input) apiServerService() *corev1.Service {
 			},
 		},
 	}
+	// A NodePort endpoint's port is the node port: the one the user asked
+	// for, or the one allocated first and recorded, which then stays.
+	if svc.Spec.Type == corev1.ServiceTypeNodePort {
+		svc.Spec.Ports[0].NodePort = in.ControlPlane.Spec.ControlPlaneEndpoint.Port
+	}
+	return svc
 }
 
 func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
@@ -139,8 +145,10 @@ func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
 }
 
 // ServiceEndpoint reads the endpoint a Service of the exposure type offers:
-// the load balancer's address, or the node port with the host the user set.
-// It reports false while the Service has no address yet.
+// the load balancer's address, or the allocated node port with the host the
+// user set (empty when unset: the caller picks a node's address), or the
+// endpoint the user set for a ClusterIP Service. It reports false while the
+// Service has no address or node port yet.
 func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host string, port int32, ok bool) {
 	user := cp.Spec.ControlPlaneEndpoint
 	switch svc.Spec.Type {
@@ -156,7 +164,7 @@ func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host
 		return "", 0, false
 	case corev1.ServiceTypeNodePort:
 		port = servicePort(svc, "https", true)
-		return user.Host, port, user.Host != "" && port != 0
+		return user.Host, port, port != 0
 	default:
 		return user.Host, user.Port, user.Host != ""
 	}

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 )
 
@@ -21,7 +20,6 @@ import (
 // issue them again. Everything else is owned by the control plane and goes
 // with it once the finalizer is released.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
-	setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.DeletingReason, "the control plane is being deleted")
 	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}

@@ -139,33 +139,85 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 	if _, err := r.apply(ctx, components.Exposure(s.in)...); err != nil {
 		return outcome{}, err
 	}
-	host, port, ok := r.endpoint(ctx, s)
-	if !ok {
+	host, port, err := r.endpoint(ctx, s)
+	if err != nil {
+		return outcome{}, err
+	}
+	if host == "" || port == 0 {
 		return waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
 			s.in.APIServerServiceName(), s.in.ExposureType()), nil
 	}
-	if spec.ControlPlaneEndpoint.Host == "" {
-		s.hcp.Spec.ControlPlaneEndpoint.Host, s.hcp.Spec.ControlPlaneEndpoint.Port = host, port
+	// What the user set stays; what is missing is filled in once.
+	endpoint := &s.hcp.Spec.ControlPlaneEndpoint
+	if endpoint.Host == "" {
+		endpoint.Host = host
 	}
-	s.in.Endpoint = s.hcp.Spec.ControlPlaneEndpoint
+	if endpoint.Port == 0 {
+		endpoint.Port = port
+	}
+	s.in.Endpoint = *endpoint
 	return ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
 }
 
 // endpoint is where the API server is reached: the gateway hostname, or the
-// address of the exposure Service. It also records the konnectivity
-// server's port, which comes from the same place.
-func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, bool) {
+// address of the exposure Service; empty while there is none yet. It also
+// records the konnectivity server's port, which comes from the same place.
+func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, error) {
 	if l := s.in.Listener; l != nil {
 		s.in.KonnectivityPort = l.Port
-		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), l.Domain), l.Port, true
+		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), l.Domain), l.Port, nil
 	}
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}
 	if err := r.client.Get(ctx, key, svc); err != nil {
-		return "", 0, false
+		return "", 0, client.IgnoreNotFound(err)
 	}
 	s.in.KonnectivityPort = components.KonnectivityServicePort(svc)
-	return components.ServiceEndpoint(s.hcp, svc)
+	host, port, ok := components.ServiceEndpoint(s.hcp, svc)
+	if !ok {
+		return "", 0, nil
+	}
+	if host == "" && svc.Spec.Type == corev1.ServiceTypeNodePort {
+		var err error
+		if host, err = r.nodeAddress(ctx); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}
+
+// nodeAddress is where a NodePort Service is reached when the user named
+// no host: the external address of the first ready node of the management
+// cluster by name, or its internal one. Nodes are not ours, so they are read
+// past the label-scoped cache, and only until the endpoint is recorded.
+func (r *Reconciler) nodeAddress(ctx context.Context) (string, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.apiReader.List(ctx, nodes); err != nil {
+		return "", fmt.Errorf("list nodes for a NodePort address: %w", err)
+	}
+	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) {
+			continue
+		}
+		for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+			for _, a := range n.Status.Addresses {
+				if a.Type == t && a.Address != "" {
+					return a.Address, nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, error) {

@@ -66,14 +66,31 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings components
 	}
 }
 
-// scope is what one pass over a control plane knows.
+// scope is what one pass over a control plane knows, and what it observed:
+// the status is computed from it in one place (status.go).
 type scope struct {
 	hcp     *v1alpha1.HostedControlPlane
 	cluster *clusterv1.Cluster
 	in      *components.Input
 	// kubeconfig is the admin kubeconfig, once written.
 	kubeconfig []byte
+	// blocked is the first phase of this pass that is not done; nil when
+	// every phase is.
+	blocked *blockedPhase
+	// probed tells whether this pass asked the API server; answer is what
+	// it said (nil: it answered).
+	probed bool
+	answer error
 }
+
+// blockedPhase is a phase that ended a pass, and how.
+type blockedPhase struct {
+	condition string
+	outcome
+}
+
+// answered tells whether the API server answered in this pass.
+func (s *scope) answered() bool { return s.probed && s.answer == nil }
 
 // Reconcile runs one pass over a HostedControlPlane.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
@@ -121,35 +138,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // reconcileNormal runs the phases in order until one is not done, then
 // probes the API server.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	allDone := true
-	for i, p := range r.phases() {
-		out, err := p.run(ctx, s)
-		if err != nil {
-			out = failure(err)
-		}
-		setCondition(s.hcp, p.condition, boolStatus(out.done), out.reason, out.message)
-		if out.warn {
-			// A bad situation: say so, and retry with backoff.
-			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, p.condition, out.message)
-			return ctrl.Result{}, fmt.Errorf("%s: %s", out.reason, out.message)
-		}
-		if !out.done {
-			r.markWaiting(s.hcp, i)
-			allDone = false
-			break
-		}
-	}
+	r.runPhases(ctx, s)
 	// Until the control plane first answers, nothing can answer before every
-	// phase is done; afterwards it is probed whatever rolls out.
-	if !allDone && !ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
-		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.WaitingReason,
-			"waiting for every phase to be done before the API server can answer")
-		markWorkloadWaiting(s.hcp, r.addons())
-		return ctrl.Result{}, nil
+	// phase is done; afterwards it is probed whatever a phase waits for, so a
+	// rollout or a certificate being issued again never hides an API server
+	// that answers.
+	if s.blocked == nil || ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
+		r.probe(ctx, s)
 	}
-	if !r.probe(ctx, s) {
+	if b := s.blocked; b != nil && b.warn {
+		// A bad situation: retry with backoff.
+		return ctrl.Result{}, fmt.Errorf("%s: %s", b.reason, b.message)
+	}
+	if !s.answered() {
 		markWorkloadWaiting(s.hcp, r.addons())
-		return ctrl.Result{RequeueAfter: retryInterval}, nil
+		if s.probed {
+			return ctrl.Result{RequeueAfter: retryInterval}, nil
+		}
+		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
 	}
 	// The workload cluster's add-ons come once the API server answers; their
 	// failures are theirs and leave the control plane Available.
@@ -157,6 +163,33 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: probeInterval}, nil
+}
+
+// runPhases runs the phases in order, each recording its condition, and
+// stops at the first that is not done.
+func (r *Reconciler) runPhases(ctx context.Context, s *scope) {
+	for i, p := range r.phases() {
+		out, err := p.run(ctx, s)
+		if err != nil {
+			out = failure(err)
+		}
+		r.record(s.hcp, p.condition, out)
+		if !out.done {
+			s.blocked = &blockedPhase{condition: p.condition, outcome: out}
+			r.markWaiting(s.hcp, i)
+			return
+		}
+	}
+}
+
+// record sets a condition from an outcome. A bad situation is told in a
+// Warning event when it is new, not again on every retry of the same one.
+func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out outcome) {
+	was := conditions.Get(hcp, condition)
+	setCondition(hcp, condition, boolStatus(out.done), out.reason, out.message)
+	if out.warn && (was == nil || was.Reason != out.reason || was.Message != out.message) {
+		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.reason, condition, out.message)
+	}
 }
 
 // markWaiting says what the phases after the i-th wait for; those that have

@@ -29,7 +29,8 @@ import (
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes;hostedcontrolplanes/status;hostedcontrolplanes/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -64,10 +65,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		// Secrets cert-manager issues and pods carry our labels but no owner
-		// reference to the control plane.
+		// Secrets cert-manager issues, pods and etcd's volume claims carry our
+		// labels but no owner reference to the control plane.
 		Watches(&corev1.Secret{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
+		Watches(&corev1.PersistentVolumeClaim{}, byLabel).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(mapCluster)).
 		// A new connection to a workload cluster brings its add-ons.
 		WatchesRawSource(r.clusters.GetClusterSource("hostedcontrolplane", mapCluster)).

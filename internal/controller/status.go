@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/blang/semver/v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -21,11 +23,12 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	st := &s.hcp.Status
 	st.ObservedGeneration = s.hcp.Generation
 	st.ExternalManagedControlPlane = ptr.To(true)
+	c := available(s)
+	setCondition(s.hcp, c.Type, c.Status, c.Reason, c.Message)
 	if s.in == nil {
 		return
 	}
 	st.Selector = s.in.SelectorString(components.APIServerComponent)
-	st.Etcd.VolumeSize = ptr.To(s.in.EtcdVolumeSize())
 
 	d := &appsv1.Deployment{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
@@ -38,7 +41,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
 		st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 	}
-	st.Etcd.Members = r.etcdMembers(ctx, s)
+	r.observeEtcd(ctx, s)
 }
 
 // runningVersion is the oldest version a ready API server pod runs, and how
@@ -66,18 +69,42 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 	return raw, n
 }
 
-// etcdMembers are the members the etcd StatefulSet runs, whether ready or
-// not: the running size admission protects.
-func (r *Reconciler) etcdMembers(ctx context.Context, s *scope) []string {
-	sts := &appsv1.StatefulSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
-		return s.hcp.Status.Etcd.Members
+// observeEtcd reports the etcd members whose pods exist, ready or not (the
+// running size admission protects), and the smallest volume a member has
+// been given. An etcd that does not exist yet reports nothing; one whose
+// objects cannot be read keeps what was reported before.
+func (r *Reconciler) observeEtcd(ctx context.Context, s *scope) {
+	st, mine := &s.hcp.Status.Etcd, []client.ListOption{
+		client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(components.EtcdComponent)),
 	}
-	names := make([]string, ptr.Deref(sts.Spec.Replicas, 0))
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%d", sts.Name, i)
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, mine...); err == nil {
+		st.Members = nil
+		for _, p := range pods.Items {
+			st.Members = append(st.Members, p.Name)
+		}
+		slices.Sort(st.Members)
 	}
-	return names
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.client.List(ctx, claims, mine...); err == nil {
+		st.VolumeSize = smallestCapacity(claims.Items)
+	}
+}
+
+// smallestCapacity is the smallest storage capacity among bound claims, nil
+// when none is bound.
+func smallestCapacity(claims []corev1.PersistentVolumeClaim) *resource.Quantity {
+	var smallest *resource.Quantity
+	for _, c := range claims {
+		q, ok := c.Status.Capacity[corev1.ResourceStorage]
+		if !ok || c.Status.Phase != corev1.ClaimBound {
+			continue
+		}
+		if smallest == nil || q.Cmp(*smallest) < 0 {
+			smallest = &q
+		}
+	}
+	return smallest
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -92,21 +119,49 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// probe checks that the API server answers through the admin kubeconfig and
-// records it in the Available condition and the initialization status.
-func (r *Reconciler) probe(ctx context.Context, s *scope) bool {
-	if s.kubeconfig == nil {
-		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.WaitingReason,
-			"no kubeconfig to reach the API server with yet")
-		return false
+// probe asks the API server for /readyz through the admin kubeconfig: the
+// one this pass wrote, or, when the pass stopped before writing it, the one
+// written before, which still reaches the API server.
+func (r *Reconciler) probe(ctx context.Context, s *scope) {
+	s.probed = true
+	kubeconfig := s.kubeconfig
+	if kubeconfig == nil {
+		secret := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: components.ClusterKubeconfigName(s.cluster.Name)}
+		if err := r.client.Get(ctx, key, secret); err != nil {
+			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
+			return
+		}
+		kubeconfig = secret.Data["value"]
 	}
-	if err := r.prober.Probe(ctx, s.kubeconfig); err != nil {
-		setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NotAnsweringReason,
-			"the API server does not answer through the cluster's kubeconfig: "+err.Error())
-		return false
+	s.answer = r.prober.Probe(ctx, kubeconfig)
+	if s.answer == nil {
+		s.hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 	}
-	setCondition(s.hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason,
-		"the API server answers through the cluster's kubeconfig")
-	s.hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	return true
+}
+
+// available derives the Available condition from what the pass observed:
+// true only when the API server answered, and otherwise false with the
+// reason that keeps it from answering.
+func available(s *scope) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.AvailableCondition, Status: metav1.ConditionFalse}
+	switch {
+	case !s.hcp.DeletionTimestamp.IsZero():
+		c.Reason, c.Message = v1alpha1.DeletingReason, "the control plane is being deleted"
+	case s.cluster == nil:
+		c.Reason, c.Message = v1alpha1.WaitingForClusterReason, "waiting for the Cluster that owns this control plane"
+	case s.answered():
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReadyReason, "the API server answers through the cluster's kubeconfig"
+	case s.probed:
+		c.Reason, c.Message = v1alpha1.NotAnsweringReason, "the API server does not answer through the cluster's kubeconfig: "+s.answer.Error()
+	case s.blocked != nil:
+		c.Reason = v1alpha1.WaitingReason
+		if s.blocked.warn {
+			c.Reason = s.blocked.reason
+		}
+		c.Message = fmt.Sprintf("the API server cannot answer before %s: %s", s.blocked.condition, s.blocked.message)
+	default:
+		c.Reason, c.Message = v1alpha1.WaitingReason, "waiting for the control plane to be reconciled"
+	}
+	return c
 }

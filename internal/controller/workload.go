@@ -132,9 +132,8 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 		if err != nil {
 			out = failure(err)
 		}
-		setCondition(s.hcp, a.condition, boolStatus(out.done), out.reason, out.message)
+		r.record(s.hcp, a.condition, out)
 		if out.warn {
-			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, out.reason, a.condition, out.message)
 			errs = append(errs, fmt.Errorf("%s: %s", a.condition, out.message))
 		}
 	}

@@ -157,10 +157,38 @@ func TestCertManagerMissing(t *testing.T) {
 	c := waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionFalse, v1alpha1.CertManagerMissingReason)
 	assert.Equal(t, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying", c.Message)
 	hasEvent(t, hcp, v1alpha1.CertManagerMissingReason)
+	c = waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.CertManagerMissingReason)
+	assert.Equal(t, "the API server cannot answer before CertificatesReady: cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying", c.Message)
 
 	require.NoError(t, own.InstallCRDs(CertManagerCRDs))
 	// No cert-manager controllers run against this API server: the
 	// certificates are requested and wait to be issued.
 	c = waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionFalse, v1alpha1.IssuingReason)
 	assert.Contains(t, c.Message, "waiting for cert-manager to issue 16 of 16 certificates: nocm-ca, ")
+}
+
+// Without Gateway API's CRDs a control plane behind a gateway waits with a
+// condition, an event and Available false saying why. This needs an API
+// server of its own, without those CRDs, and a controller for it.
+func TestGatewayAPIMissing(t *testing.T) {
+	own, err := StartWith(CAPICRDs, CertManagerCRDs)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	ctrl, err := own.StartController(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
+
+	shared := env
+	env = own // the helpers talk to this API server for the rest of the test
+	t.Cleanup(func() { env = shared })
+
+	cluster := newCluster(t, namespace(t), "nogw", 0)
+	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+	})
+	c := waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.GatewayAPIMissingReason)
+	assert.Equal(t, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway", c.Message)
+	hasEvent(t, hcp, v1alpha1.GatewayAPIMissingReason)
+	c = waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.GatewayAPIMissingReason)
+	assert.Contains(t, c.Message, "the API server cannot answer before ExposureReady: Gateway API CRDs")
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -108,6 +111,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 	assert.Equal(t, ptr.To[int32](2), hcp.Status.ReadyReplicas)
 
 	t.Run("an unchanged control plane costs no writes", func(t *testing.T) { noWritesWhenUnchanged(t, hcp) })
+	t.Run("a certificate issued again keeps it Available", func(t *testing.T) { staysAvailableWhileCertificatesChange(t, hcp) })
 	t.Run("scale", func(t *testing.T) { scaleAPIServers(t, hcp) })
 }
 
@@ -280,3 +284,59 @@ func parseChain(t *testing.T, data []byte) []*x509.Certificate {
 }
 
 func parseCert(t *testing.T, data []byte) *x509.Certificate { return parseChain(t, data)[0] }
+
+// staysAvailableWhileCertificatesChange adds a certSAN, which issues the API
+// server's certificate again and rolls the API servers, and watches every
+// status written meanwhile: phases wait, and Available stays true, since the
+// API server answers all along.
+func staysAvailableWhileCertificatesChange(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+	ctx := testContext(t)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	require.NoError(t, err)
+	w, err := wc.Watch(ctx, &v1alpha1.HostedControlPlaneList{}, client.InNamespace(hcp.Namespace),
+		client.MatchingFields{"metadata.name": hcp.Name})
+	require.NoError(t, err)
+	defer w.Stop()
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.APIServer.CertSANs = append(h.Spec.APIServer.CertSANs, "renamed.example.com")
+	}))
+
+	phases := []string{
+		v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition,
+		v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
+	}
+	var waited []string
+	deadline := time.After(time.Minute)
+	for {
+		var ev watch.Event
+		select {
+		case ev = <-w.ResultChan():
+		case <-deadline:
+			t.Fatalf("the control plane did not settle again; phases that waited: %v", waited)
+		}
+		got, ok := ev.Object.(*v1alpha1.HostedControlPlane)
+		if !ok || got.Generation != got.Status.ObservedGeneration {
+			continue
+		}
+		available := conditions.Get(got, v1alpha1.AvailableCondition)
+		require.NotNil(t, available)
+		require.Equal(t, metav1.ConditionTrue, available.Status, "Available while %v waited: %s", waited, available.Message)
+		settled := true
+		for _, p := range phases {
+			if c := conditions.Get(got, p); c == nil || c.Status != metav1.ConditionTrue {
+				settled = false
+				waited = append(waited, p)
+			}
+		}
+		if settled && len(waited) > 0 {
+			break
+		}
+		// No Deployment controller runs here: the test rolls them out.
+		for _, d := range []string{"demo-apiserver", "demo-controller-manager", "demo-scheduler"} {
+			require.NoError(t, RollOutDeployment(ctx, env.Client, client.ObjectKey{Namespace: hcp.Namespace, Name: d}))
+		}
+	}
+	t.Logf("phases that waited while Available stayed true: %v", slices.Compact(waited))
+	serving := parseCert(t, get(t, &corev1.Secret{}, hcp.Namespace, "demo-apiserver").Data["tls.crt"])
+	assert.Contains(t, serving.DNSNames, "renamed.example.com")
+}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,7 +79,40 @@ func startCAPIManager() error {
 		return fmt.Errorf("Cluster API manager: %w", err)
 	}
 	capiLog = p
+	if err := convertThroughManager(webhook); err != nil {
+		return err
+	}
 	return registerExtension()
+}
+
+// convertThroughManager points the conversion webhooks of the Cluster and
+// ClusterClass CRDs at the running manager, as clusterctl and cert-manager's
+// cainjector arrange in a real installation: manifests users already have
+// are cluster.x-k8s.io/v1beta1, which the API server stores as v1beta2 only
+// through that webhook.
+func convertThroughManager(port int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, name := range []string{"clusters.cluster.x-k8s.io", "clusterclasses.cluster.x-k8s.io"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig: &apiextensionsv1.WebhookClientConfig{
+					URL:      ptr.To(fmt.Sprintf("https://127.0.0.1:%d/convert", port)),
+					CABundle: env.WebhookCA(),
+				},
+				ConversionReviewVersions: []string{"v1", "v1beta1"},
+			},
+		}
+		if err := k8s.Update(ctx, crd); err != nil {
+			return fmt.Errorf("conversion webhook of %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // capiLog is the Cluster API manager's output, for failure messages.

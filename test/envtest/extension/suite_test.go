@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -125,8 +126,10 @@ func startAdmission() error {
 
 func scheme() *k8sruntime.Scheme {
 	s := envtest.Scheme()
-	if err := runtimev1.AddToScheme(s); err != nil {
-		panic(err)
+	for _, add := range []func(*k8sruntime.Scheme) error{runtimev1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
 	}
 	return s
 }

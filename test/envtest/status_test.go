@@ -1,0 +1,104 @@
+package envtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// status.etcd reports what exists: nothing before etcd's pods and volumes
+// do, then their names and the size the volumes were given, whatever the
+// spec asks for.
+func TestStatusReportsObservedEtcd(t *testing.T) {
+	ns := namespace(t)
+	cluster := newCluster(t, ns, "observed", 0)
+	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
+		h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	})
+	sts := get(t, &appsv1.StatefulSet{}, ns, "observed-etcd")
+	// No StatefulSet controller runs here: no pod, no claim.
+	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
+	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
+	assert.Nil(t, hcp.Status.Etcd.VolumeSize, "no volume exists yet")
+	assert.Empty(t, hcp.Status.Etcd.Members, "no member exists yet")
+
+	// The test plays the StatefulSet controller and the volume provisioner:
+	// one member's claim is bound with what the provisioner gave (more than
+	// asked, as provisioners round up), the other two are still pending.
+	labels := sts.Spec.Template.Labels
+	for i, phase := range []corev1.PersistentVolumeClaimPhase{corev1.ClaimBound, corev1.ClaimPending, corev1.ClaimPending} {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: fmt.Sprintf("data-observed-etcd-%d", i), Labels: labels,
+		}}
+		pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+		pvc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+		require.NoError(t, env.Client.Create(testContext(t), pvc))
+		setStatus(t, pvc, func(p *corev1.PersistentVolumeClaim) {
+			p.Status.Phase = phase
+			if phase == corev1.ClaimBound {
+				p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("3Gi")}
+			}
+		})
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("observed-etcd-%d", i), Labels: labels}}
+		pod.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+		require.NoError(t, env.Client.Create(testContext(t), pod))
+	}
+	waitFor(t, "status.etcd from the pods and the bound claim", func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		st := hcp.Status.Etcd
+		if len(st.Members) != 3 || st.VolumeSize == nil {
+			return fmt.Errorf("status.etcd %+v", st)
+		}
+		return nil
+	})
+	assert.Equal(t, []string{"observed-etcd-0", "observed-etcd-1", "observed-etcd-2"}, hcp.Status.Etcd.Members)
+	assert.Equal(t, "3Gi", hcp.Status.Etcd.VolumeSize.String(), "what the volume was given, not the spec's 2Gi")
+}
+
+// Available is false with a reason on the paths that stop a pass early, and
+// a bad situation is told in one Warning event, not one per retry.
+func TestAvailableAndOneEventOnEveryPath(t *testing.T) {
+	ns := namespace(t)
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "once"}}
+	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: "once"}
+	require.NoError(t, env.Client.Create(testContext(t), cluster))
+	hcp := newControlPlane(t, cluster, nil)
+	waitCondition(t, hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
+	c := waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
+	assert.Contains(t, c.Message, "the API server cannot answer before ClusterReady: ")
+	assert.Contains(t, c.Message, "has no spec.clusterNetwork.services.cidrBlocks")
+	hasEvent(t, hcp, v1alpha1.ClusterNetworkMissingReason)
+
+	// The controller retries with backoff all along; the situation has
+	// not changed, so it is told once.
+	time.Sleep(10 * time.Second)
+	events := &eventsv1.EventList{}
+	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(ns)))
+	told := int32(0)
+	for _, e := range events.Items {
+		if e.Regarding.Name == hcp.Name && e.Reason == v1alpha1.ClusterNetworkMissingReason {
+			told++
+			if e.Series != nil {
+				told += e.Series.Count - 1
+			}
+		}
+	}
+	assert.Equal(t, int32(1), told, "Warning events for one unchanged situation")
+}
