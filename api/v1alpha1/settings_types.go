@@ -30,8 +30,10 @@ type ControlPlaneSettings struct {
 
 	// controlPlaneEndpoint is where workers and clients reach the API server.
 	// Leave it empty and the controller fills it in from the gateway or the
-	// exposure Service; set it yourself only with exposure type ClusterIP,
-	// where you provide the route to the Service. Once set it never changes.
+	// exposure Service. With exposure type ClusterIP set host and port: you
+	// provide the route to the Service. With NodePort you may set the host
+	// (otherwise a node's address is used) and the node port (30000-32767;
+	// otherwise the allocated one). What is set never changes.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
