@@ -32,10 +32,12 @@ type phase struct {
 }
 
 // outcome is how a phase ended: done, or what is missing. warn marks a bad
-// situation worth an event, not just progress.
+// situation worth an event, not just progress; poll a wait that no watched
+// object ends, so the pass looks again after a while.
 type outcome struct {
 	done            bool
 	warn            bool
+	poll            bool
 	reason, message string
 }
 
@@ -144,8 +146,11 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 		return outcome{}, err
 	}
 	if host == "" || port == 0 {
-		return waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
-			s.in.APIServerServiceName(), s.in.ExposureType()), nil
+		out := waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
+			s.in.APIServerServiceName(), s.in.ExposureType())
+		// A NodePort Service waits for a ready node, which is not watched.
+		out.poll = s.in.ExposureType() == corev1.ServiceTypeNodePort
+		return out, nil
 	}
 	// What the user set stays; what is missing is filled in once.
 	endpoint := &s.hcp.Spec.ControlPlaneEndpoint

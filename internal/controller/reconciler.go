@@ -152,7 +152,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	if !s.answered() {
 		markWorkloadWaiting(s.hcp, r.addons())
-		if s.probed {
+		if s.probed || s.blocked.poll {
 			return ctrl.Result{RequeueAfter: retryInterval}, nil
 		}
 		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
@@ -185,9 +185,12 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) {
 // record sets a condition from an outcome. A bad situation is told in a
 // Warning event when it is new, not again on every retry of the same one.
 func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out outcome) {
-	was := conditions.Get(hcp, condition)
+	var was metav1.Condition
+	if c := conditions.Get(hcp, condition); c != nil {
+		was = *c // setCondition changes it in place
+	}
 	setCondition(hcp, condition, boolStatus(out.done), out.reason, out.message)
-	if out.warn && (was == nil || was.Reason != out.reason || was.Message != out.message) {
+	if out.warn && (was.Reason != out.reason || was.Message != out.message) {
 		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.reason, condition, out.message)
 	}
 }
