@@ -15,8 +15,10 @@ import (
 // Every object a ClusterClass's inline JSON patch may add into defaults to
 // {} in the schema: an RFC 6902 "add" needs the parent of its path, so
 // /spec/template/spec/apiServer/certSANs must find apiServer in a template
-// that only sets a gateway. replicas has no schema default: Cluster API
-// keeps a template's replicas over the topology's.
+// that only sets a gateway. They are encoded even when empty, so that a
+// typed round trip (the extension's patches) keeps what the API server
+// stores. replicas has no schema default: Cluster API keeps a template's
+// replicas over the topology's.
 type ControlPlaneSettings struct {
 	// replicas is the number of kube-apiserver pods. Scaling it through the
 	// scale subresource is the same as setting it here. A HostedControlPlane
@@ -53,40 +55,40 @@ type ControlPlaneSettings struct {
 	// apiServer holds settings of the API server's identity.
 	// +optional
 	// +kubebuilder:default={}
-	APIServer APIServerSettings `json:"apiServer,omitempty,omitzero"`
+	APIServer APIServerSettings `json:"apiServer,omitempty"`
 
 	// deployment tunes the pods of the hosted control plane components.
 	// +optional
 	// +kubebuilder:default={}
-	Deployment ComponentDeployments `json:"deployment,omitempty,omitzero"`
+	Deployment ComponentDeployments `json:"deployment,omitempty"`
 
 	// etcd tunes the etcd cluster that stores the control plane's state.
 	// +optional
 	// +kubebuilder:default={}
-	Etcd EtcdSpec `json:"etcd,omitempty,omitzero"`
+	Etcd EtcdSpec `json:"etcd,omitempty"`
 
 	// konnectivityClient tunes the konnectivity agents in the workload
 	// cluster, through which the API server reaches nodes and pods.
 	// +optional
 	// +kubebuilder:default={}
-	KonnectivityClient ScalablePod `json:"konnectivityClient,omitempty,omitzero"`
+	KonnectivityClient ScalablePod `json:"konnectivityClient,omitempty"`
 
 	// coredns tunes the cluster DNS of the workload cluster.
 	// +optional
 	// +kubebuilder:default={}
-	CoreDNS ScalablePod `json:"coredns,omitempty,omitzero"`
+	CoreDNS ScalablePod `json:"coredns,omitempty"`
 
 	// kubeProxy tunes kube-proxy in the workload cluster, or turns it off for a
 	// CNI that replaces it.
 	// +optional
 	// +kubebuilder:default={}
-	KubeProxy KubeProxySpec `json:"kubeProxy,omitempty,omitzero"`
+	KubeProxy KubeProxySpec `json:"kubeProxy,omitempty"`
 
 	// certificates sets the lifetimes of the control plane's certificate
 	// authorities.
 	// +optional
 	// +kubebuilder:default={}
-	Certificates CertificatesSpec `json:"certificates,omitempty,omitzero"`
+	Certificates CertificatesSpec `json:"certificates,omitempty"`
 }
 
 // GatewayReference names a Gateway API Gateway.
@@ -143,17 +145,17 @@ type ComponentDeployments struct {
 	// beside them. Their count is spec.replicas.
 	// +optional
 	// +kubebuilder:default={}
-	APIServer APIServerPod `json:"apiServer,omitempty,omitzero"`
+	APIServer APIServerPod `json:"apiServer,omitempty"`
 
 	// controllerManager tunes the kube-controller-manager pods.
 	// +optional
 	// +kubebuilder:default={}
-	ControllerManager ScalablePod `json:"controllerManager,omitempty,omitzero"`
+	ControllerManager ScalablePod `json:"controllerManager,omitempty"`
 
 	// scheduler tunes the kube-scheduler pods.
 	// +optional
 	// +kubebuilder:default={}
-	Scheduler ScalablePod `json:"scheduler,omitempty,omitzero"`
+	Scheduler ScalablePod `json:"scheduler,omitempty"`
 }
 
 // ImageSpec overrides parts of a container image reference; parts left empty
@@ -226,7 +228,7 @@ type APIServerPod struct {
 	// each kube-apiserver.
 	// +optional
 	// +kubebuilder:default={}
-	Konnectivity Container `json:"konnectivity,omitempty,omitzero"`
+	Konnectivity Container `json:"konnectivity,omitempty"`
 }
 
 // KubeProxySpec tunes kube-proxy in the workload cluster.

@@ -8,7 +8,10 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,14 +28,33 @@ const (
 )
 
 // sampleTemplate is the HostedControlPlaneTemplate users start from
-// (config/samples), as JSON.
+// (config/samples), as JSON, as the API server stores it and Cluster API
+// sends it: with the defaults of its CRD's schema.
 func sampleTemplate(t *testing.T) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "hostedcontrolplanetemplate.yaml"))
 	require.NoError(t, err)
-	raw, err := yaml.YAMLToJSON(data)
+	obj := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(data, &obj))
+	structuraldefaulting.Default(obj, templateSchema(t))
+	raw, err := json.Marshal(obj)
 	require.NoError(t, err)
 	return raw
+}
+
+// templateSchema is the structural schema of the HostedControlPlaneTemplate
+// CRD, which holds its defaults.
+func templateSchema(t *testing.T) *structuralschema.Structural {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "controlplane.cluster.x-k8s.io_hostedcontrolplanetemplates.yaml"))
+	require.NoError(t, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, yaml.Unmarshal(data, crd))
+	internal := &apiextensions.CustomResourceValidation{}
+	require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(crd.Spec.Versions[0].Schema, internal, nil))
+	schema, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+	require.NoError(t, err)
+	return schema
 }
 
 // infraTemplate is an infrastructure cluster template that follows the

@@ -92,17 +92,17 @@ func TestGeneratePatchesSetEachVariable(t *testing.T) {
 		{
 			VarEtcdReplicas,
 			map[string]any{VarEtcdReplicas: 5},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"replicas":5}}]`,
+			`[{"op":"replace","path":"/spec/template/spec/etcd/replicas","value":5}]`,
 		},
 		{
 			VarEtcdVolumeSize,
 			map[string]any{VarEtcdVolumeSize: "4Gi"},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"volumeSize":"4Gi"}}]`,
+			`[{"op":"add","path":"/spec/template/spec/etcd/volumeSize","value":"4Gi"}]`,
 		},
 		{
 			VarEtcdBackup,
 			map[string]any{VarEtcdBackup: map[string]any{"schedule": "0 3 * * *", "retentionCount": 14, "secretName": "s3", "secretNamespace": "backups"}},
-			`[{"op":"add","path":"/spec/template/spec/etcd","value":{"backup":{"schedule":"0 3 * * *","retentionCount":14,"secret":{"name":"s3","namespace":"backups"}}}}]`,
+			`[{"op":"add","path":"/spec/template/spec/etcd/backup","value":{"schedule":"0 3 * * *","retentionCount":14,"secret":{"name":"s3","namespace":"backups"}}}]`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +135,9 @@ func TestGeneratePatchesApplyToTheSampleTemplate(t *testing.T) {
 		"replicas": 3,
 		"gateway": {"name": "shared", "namespace": "edge"},
 		"apiServer": {"certSANs": ["k8s.example.org"]},
-		"etcd": {"replicas": 5, "volumeSize": "4Gi", "backup": {"schedule": "@daily", "secret": {"name": "s3"}}}
+		"etcd": {"replicas": 5, "volumeSize": "4Gi", "backup": {"schedule": "@daily", "secret": {"name": "s3"}}},
+		"deployment": {"apiServer": {"konnectivity": {}}, "controllerManager": {}, "scheduler": {}},
+		"konnectivityClient": {}, "coredns": {}, "kubeProxy": {}, "certificates": {}
 	}`, string(got.Spec.Template.Spec))
 }
 

@@ -232,11 +232,13 @@ func validateVersionChange(path *field.Path, oldVersion, newVersion string) fiel
 }
 
 func validateEtcdScaleDown(path *field.Path, old, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
-	// The running size is the larger of the members the controller saw
-	// (a scale-down may still be under way) and the size asked for so far
-	// (a member's pod may be gone for a moment).
+	// The running size is what the controller reports; before it reports
+	// anything, the size asked for so far.
 	want := int(ptr.Deref(hcp.Spec.Etcd.Replicas, 0))
-	have := max(len(old.Status.Etcd.Members), int(ptr.Deref(old.Spec.Etcd.Replicas, 0)))
+	have := len(old.Status.Etcd.Members)
+	if have == 0 {
+		have = int(ptr.Deref(old.Spec.Etcd.Replicas, 0))
+	}
 	if want == 0 || want >= have || hcp.Annotations[v1alpha1.AllowEtcdScaleDownAnnotation] == "true" {
 		return nil
 	}

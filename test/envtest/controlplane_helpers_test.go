@@ -169,3 +169,17 @@ func writeSecretFiles(t *testing.T, ns, name, dir string) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, k), v, 0o600))
 	}
 }
+
+// etcdPods creates the first n pods of the control plane's etcd
+// StatefulSet, as its controller would; they are not ready.
+func etcdPods(t *testing.T, hcp *v1alpha1.HostedControlPlane, n int) {
+	t.Helper()
+	sts := get(t, &appsv1.StatefulSet{}, hcp.Namespace, hcp.Name+"-etcd")
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Namespace: hcp.Namespace, Name: fmt.Sprintf("%s-%d", sts.Name, i), Labels: sts.Spec.Template.Labels,
+		}}
+		pod.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+		require.NoError(t, env.Client.Create(testContext(t), pod))
+	}
+}

@@ -40,19 +40,20 @@ func TestKubectlGetShowsControlPlanes(t *testing.T) {
 	hcp.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "shown-cluster"}
 	hcp.Spec.ControlPlaneEndpoint.Host, hcp.Spec.ControlPlaneEndpoint.Port = "shown.example.com", 443
 	require.NoError(t, env.Client.Create(ctx, hcp))
-	// No Cluster owns this control plane, so the controller leaves these
-	// fields alone; the test writes them as it would.
+	// No Cluster owns this control plane, so the controller only says it is
+	// not Available for want of one, and leaves these fields alone; the test
+	// writes them as it would.
+	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason)
 	setStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
 		hcp.Status.ReadyReplicas = ptr.To[int32](1)
 		hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-		hcp.Status.Conditions = append(hcp.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Answering", LastTransitionTime: metav1.Now()})
 	})
 
 	out := kubectl(t, "get", "hcp", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, "%s\nall control planes:\n%s", out, kubectl(t, "get", "hostedcontrolplanes", "-A", "--show-labels"))
 	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"shown", "shown-cluster", "True", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
+	assert.Equal(t, []string{"shown", "shown-cluster", "False", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
 
 	wide := strings.Fields(strings.Split(kubectl(t, "get", "hcp", "-n", ns, "-o", "wide"), "\n")[0])
 	assert.Contains(t, wide, "UP-TO-DATE")

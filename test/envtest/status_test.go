@@ -54,10 +54,8 @@ func TestStatusReportsObservedEtcd(t *testing.T) {
 				p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("3Gi")}
 			}
 		})
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("observed-etcd-%d", i), Labels: labels}}
-		pod.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
-		require.NoError(t, env.Client.Create(testContext(t), pod))
 	}
+	etcdPods(t, hcp, 3)
 	waitFor(t, "status.etcd from the pods and the bound claim", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
