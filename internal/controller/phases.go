@@ -18,6 +18,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -335,13 +336,26 @@ func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...st
 
 // prune deletes objects of list's kind and component that the control plane
 // owns but no longer renders among objs. The component keeps one phase from
-// pruning what another renders.
+// pruning what another renders; the kind keeps a Deployment or Service from
+// sparing the budget of the same name.
 func (r *Reconciler) prune(ctx context.Context, s *scope, component string, list client.ObjectList, objs []client.Object) error {
+	scheme := r.client.Scheme()
+	listKind, err := apiutil.GVKForObject(list, scheme)
+	if err != nil {
+		return err
+	}
+	kind := strings.TrimSuffix(listKind.Kind, "List")
 	keep := map[string]bool{}
 	for _, o := range objs {
-		keep[o.GetName()] = true
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return err
+		}
+		if gvk.Group == listKind.Group && gvk.Kind == kind {
+			keep[o.GetName()] = true
+		}
 	}
-	_, err := r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
+	_, err = r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
 		client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name, components.ComponentLabel: component})
 	return err
 }
