@@ -63,7 +63,9 @@ func TestControlPlaneComesUp(t *testing.T) {
 
 	// Rollout order: the API servers wait for etcd, the controllers for
 	// the API servers.
-	get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
+	etcd := get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
+	assert.Contains(t, etcd.Spec.Template.Spec.Containers[0].Args, "--quota-backend-bytes=738197504",
+		"the default 2Gi volume gives etcd a quota of 704Mi")
 	get(t, &policyv1.PodDisruptionBudget{}, ns, "demo-etcd")
 	get(t, &networkingv1.NetworkPolicy{}, ns, "demo-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
