@@ -3,6 +3,7 @@ package envtest
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -268,7 +269,10 @@ func scaleAPIServers(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	get(t, &policyv1.PodDisruptionBudget{}, hcp.Namespace, "demo-etcd")
 }
