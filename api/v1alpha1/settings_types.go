@@ -263,8 +263,13 @@ type EtcdSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// volumeSize of each member's volume. It can grow, never shrink. Leave it
-	// unset with autoGrow.
+	// volumeSize of each member's volume, 2Gi when unset. It can grow, never
+	// shrink. Leave it unset with autoGrow. etcd's backend quota
+	// (--quota-backend-bytes) follows it, leaving the volume room for the
+	// write-ahead log and for the second copy of the database that a
+	// defragmentation writes: (volumeSize - volumeSize/16 - 512Mi) / 2, at
+	// least 128Mi and at most 8Gi (reached from about 18Gi), so 704Mi for
+	// 2Gi and 3.5Gi for 8Gi. args["quota-backend-bytes"] overrides it.
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 

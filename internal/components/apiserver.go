@@ -7,7 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -40,10 +42,31 @@ func (in *Input) EgressSelectorName() string { return in.name("egress-selector")
 func (in *Input) KonnectivityServerCountName() string { return in.name("konnectivity-server-count") }
 
 // APIServer renders the kube-apiserver Deployment, with the konnectivity
-// server beside each API server, and its network policy. Its configuration
-// Secrets come from Configs.
+// server beside each API server, its network policy and, with more than one
+// API server, a PodDisruptionBudget. Its configuration Secrets come from
+// Configs.
 func APIServer(in *Input) []client.Object {
-	return []client.Object{in.apiServerNetworkPolicy(), in.konnectivityServerCount(), in.apiServerDeployment()}
+	objs := []client.Object{in.apiServerNetworkPolicy(), in.konnectivityServerCount(), in.apiServerDeployment()}
+	if in.APIServerReplicas() > 1 {
+		objs = append(objs, in.apiServerPDB())
+	}
+	return objs
+}
+
+// apiServerPDB lets a node drain take one API server at a time, so the
+// others keep serving. A single API server gets none: it would only ever
+// allow its one pod to go. An API server that is not ready serves nobody,
+// so it may always be evicted; otherwise it would hold up every drain.
+func (in *Input) apiServerPDB() *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: in.meta(in.APIServerName(), APIServerComponent),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
+			Selector:                   &metav1.LabelSelector{MatchLabels: in.Selector(APIServerComponent)},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+		},
+	}
 }
 
 // konnectivityServerCount holds the number of API servers outside the pod

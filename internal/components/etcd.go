@@ -2,6 +2,7 @@ package components
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
 // Etcd ports beside the client port.
@@ -27,8 +30,67 @@ var DefaultEtcdVolumeSize = resource.MustParse("2Gi")
 func (in *Input) EtcdReplicas() int32 { return ptr.Deref(in.ControlPlane.Spec.Etcd.Replicas, 3) }
 
 // EtcdVolumeSize is the size of each member's volume.
-func (in *Input) EtcdVolumeSize() resource.Quantity {
-	return ptr.Deref(in.ControlPlane.Spec.Etcd.VolumeSize, DefaultEtcdVolumeSize)
+func (in *Input) EtcdVolumeSize() resource.Quantity { return etcdVolumeSize(in.ControlPlane) }
+
+func etcdVolumeSize(cp *v1alpha1.HostedControlPlane) resource.Quantity {
+	return ptr.Deref(cp.Spec.Etcd.VolumeSize, DefaultEtcdVolumeSize)
+}
+
+// The bounds of EtcdQuota.
+const (
+	// MaxEtcdQuotaBytes is etcd's suggested maximum database size, above
+	// which it warns at start: a bigger database makes every
+	// defragmentation, snapshot and catch-up of a member slower.
+	MaxEtcdQuotaBytes = 8 << 30
+	// MinEtcdQuotaBytes is about what the objects of a small cluster and the
+	// eight hours of their history that etcd keeps (auto-compaction) take.
+	// Less would hold the control plane read-only from the start; a volume
+	// that leaves less than this is too small for etcd.
+	MinEtcdQuotaBytes = 128 << 20
+	// etcdLogHeadroom is the room the write-ahead log and raft snapshots take
+	// beside the database: etcd keeps five WAL segments of 64MB (--max-wals),
+	// writes a sixth and preallocates a seventh, about 430MiB, and a few
+	// small snapshot files.
+	etcdLogHeadroom = 512 << 20
+	// etcdQuotaArg is the flag that sets the quota.
+	etcdQuotaArg = "quota-backend-bytes"
+)
+
+// EtcdQuota is the backend quota (--quota-backend-bytes) of an etcd member
+// whose volume holds volumeSize bytes. At its quota etcd raises the NOSPACE
+// alarm and refuses writes, a state that compaction and defragmentation
+// undo; a full volume instead fails its writes to the WAL and stops the
+// member. So the quota must come first, with room left on the volume for:
+//
+//   - the filesystem's own metadata (ext4's inode tables and journal take a
+//     few percent): one sixteenth of the volume;
+//   - the WAL and snapshot files: 512MiB;
+//   - a second copy of the database: defragmentation writes the compacted
+//     database beside the old one before replacing it, and a member that
+//     falls behind receives the leader's whole database the same way.
+//
+// That is quota = (volume - volume/16 - 512MiB) / 2, in whole MiB, at most
+// MaxEtcdQuotaBytes (reached from about 18Gi) and at least
+// MinEtcdQuotaBytes (below about 800Mi, where the volume is too small to
+// keep these promises). The default 2Gi volume gets 704MiB; the upgrade
+// gates hold an upgrade from 80% of it.
+func EtcdQuota(volumeSize resource.Quantity) int64 {
+	volume := volumeSize.Value()
+	quota := (volume - volume/16 - etcdLogHeadroom) / 2
+	quota &^= 1<<20 - 1
+	return min(max(quota, MinEtcdQuotaBytes), MaxEtcdQuotaBytes)
+}
+
+// EtcdQuotaOf is the backend quota the etcd members of cp run with:
+// spec.etcd.args' quota-backend-bytes when it is a number of bytes, or else
+// EtcdQuota of their volume.
+func EtcdQuotaOf(cp *v1alpha1.HostedControlPlane) int64 {
+	if arg, ok := cp.Spec.Etcd.Args[etcdQuotaArg]; ok {
+		if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return EtcdQuota(etcdVolumeSize(cp))
 }
 
 // Etcd renders the etcd cluster: a StatefulSet of members with persistent
@@ -77,6 +139,7 @@ func (in *Input) etcdStatefulSet() *appsv1.StatefulSet {
 		"snapshot-count":              "10000",
 		"auto-compaction-mode":        "periodic",
 		"auto-compaction-retention":   "8h",
+		etcdQuotaArg:                  strconv.FormatInt(EtcdQuota(in.EtcdVolumeSize()), 10),
 	}, spec.Args)
 
 	img := image(in.defaultImage("etcd", EtcdTag(in.version)), spec.Image)

@@ -18,6 +18,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -308,7 +309,7 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := r.prune(ctx, s, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
+	if err := r.prune(ctx, s, components.EtcdComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
 		return outcome{}, err
 	}
 	if wrote {
@@ -347,9 +348,17 @@ func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcom
 }
 
 func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
-	wrote, err := r.apply(ctx, components.APIServer(s.in)...)
-	if err != nil || wrote {
-		return rollingOut("the API servers"), err
+	objs := components.APIServer(s.in)
+	wrote, err := r.apply(ctx, objs...)
+	if err != nil {
+		return outcome{}, err
+	}
+	// Down to one API server, its disruption budget goes.
+	if err := r.prune(ctx, s, components.APIServerComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
+		return outcome{}, err
+	}
+	if wrote {
+		return rollingOut("the API servers"), nil
 	}
 	return r.deploymentsReady(ctx, s, s.in.APIServerName())
 }
@@ -382,15 +391,29 @@ func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...st
 	return ready(strings.Join(names, ", ") + " rolled out"), nil
 }
 
-// prune deletes objects of list's kind that the control plane owns but no
-// longer renders among objs.
-func (r *Reconciler) prune(ctx context.Context, s *scope, list client.ObjectList, objs []client.Object) error {
+// prune deletes objects of list's kind and component that the control plane
+// owns but no longer renders among objs. The component keeps one phase from
+// pruning what another renders; the kind keeps a Deployment or Service from
+// sparing the budget of the same name.
+func (r *Reconciler) prune(ctx context.Context, s *scope, component string, list client.ObjectList, objs []client.Object) error {
+	scheme := r.client.Scheme()
+	listKind, err := apiutil.GVKForObject(list, scheme)
+	if err != nil {
+		return err
+	}
+	kind := strings.TrimSuffix(listKind.Kind, "List")
 	keep := map[string]bool{}
 	for _, o := range objs {
-		keep[o.GetName()] = true
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return err
+		}
+		if gvk.Group == listKind.Group && gvk.Kind == kind {
+			keep[o.GetName()] = true
+		}
 	}
-	_, err := r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
-		client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name})
+	_, err = r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
+		client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name, components.ComponentLabel: component})
 	return err
 }
 

@@ -40,6 +40,10 @@ type Target struct {
 	// Endpoints are the host:port addresses of the members' client port.
 	Endpoints   []string
 	Credentials Credentials
+	// Quota is the backend quota the members were started with
+	// (components.EtcdQuotaOf), for members that do not report theirs;
+	// zero when not known.
+	Quota int64
 }
 
 // Checker checks etcd clusters. It keeps one client per member endpoint and
@@ -85,7 +89,7 @@ func (c *Checker) Observe(ctx context.Context, t Target) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	o := Observation{Statuses: c.statuses(ctx, clients)}
+	o := Observation{Statuses: c.statuses(ctx, clients), Quota: t.Quota}
 	for _, s := range o.Statuses {
 		if s.Err == nil {
 			c.listMembersAndAlarms(ctx, clients[s.Endpoint], &o)

@@ -14,7 +14,7 @@ import (
 const DefaultQuotaRatio = 0.8
 
 // defaultQuotaBytes is etcd's default backend quota, assumed for members
-// that do not report theirs.
+// that do not report theirs when their configured quota is not known either.
 const defaultQuotaBytes = 2 << 30
 
 // Member is an etcd member as the member list reports it. A member that was
@@ -51,6 +51,10 @@ type Observation struct {
 	MembersErr error
 	Alarms     []Alarm
 	AlarmsErr  error
+	// Quota is the backend quota the members were started with, the
+	// yardstick for members too old to report theirs (etcd before 3.6);
+	// zero when not known.
+	Quota int64
 }
 
 // Report is the verdict on an observation.
@@ -88,7 +92,7 @@ func Evaluate(o Observation, quotaRatio float64) Report {
 			continue
 		}
 		answered[s.MemberID] = true
-		problems = append(problems, statusProblems(s, memberName(names, s.MemberID), quotaRatio)...)
+		problems = append(problems, statusProblems(s, memberName(names, s.MemberID), cmp.Or(s.DBSizeQuota, o.Quota, defaultQuotaBytes), quotaRatio)...)
 	}
 	if len(answered) == 0 {
 		return Report{Problems: append(problems, "no member answers")}
@@ -97,14 +101,11 @@ func Evaluate(o Observation, quotaRatio float64) Report {
 	return Report{Problems: problems}
 }
 
-func statusProblems(s Status, name string, quotaRatio float64) []string {
+// statusProblems judges one member's answer; quota is its backend quota.
+func statusProblems(s Status, name string, quota int64, quotaRatio float64) []string {
 	var problems []string
 	if s.Leader == 0 {
 		problems = append(problems, fmt.Sprintf("member %s has no leader", name))
-	}
-	quota := s.DBSizeQuota
-	if quota <= 0 {
-		quota = defaultQuotaBytes
 	}
 	if float64(s.DBSize) >= quotaRatio*float64(quota) {
 		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota (limit %.4g%%)",

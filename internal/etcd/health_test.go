@@ -49,6 +49,14 @@ func TestEvaluate(t *testing.T) {
 		{"no quota reported: etcd's default", func(o *Observation) { o.Statuses[0].DBSizeQuota, o.Statuses[0].DBSize = 0, 2<<30 }, []string{
 			"member etcd-1 database is 2048 MiB, 100% of its 2048 MiB quota (limit 80%)",
 		}},
+		{"no quota reported: the configured one", func(o *Observation) {
+			o.Quota = 704 << 20
+			o.Statuses[0].DBSizeQuota, o.Statuses[0].DBSize = 0, 600<<20
+		}, []string{"member etcd-1 database is 600 MiB, 85% of its 704 MiB quota (limit 80%)"}},
+		{"a reported quota wins over the configured one", func(o *Observation) {
+			o.Quota = 704 << 20
+			o.Statuses[0].DBSize = 600 << 20
+		}, nil},
 		{"a member that never started", func(o *Observation) { o.Members = append(o.Members, Member{ID: 0xd4}) }, []string{"member d4 has not started"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
 )
 
@@ -104,40 +105,51 @@ func (h *Handlers) Problems(ctx context.Context, cluster *clusterv1.Cluster) []s
 	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
 	var problems []string
-	if p := h.availability(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}); p != "" {
+	hcp, p := h.availability(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name})
+	if p != "" {
 		problems = append(problems, p)
 	}
-	if p := h.etcdHealth(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}); p != "" {
+	var quota int64
+	if hcp != nil {
+		quota = components.EtcdQuotaOf(hcp)
+	}
+	if p := h.etcdHealth(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}, quota); p != "" {
 		problems = append(problems, p)
 	}
 	return problems
 }
 
-func (h *Handlers) availability(ctx context.Context, name types.NamespacedName) string {
+// availability reads the HostedControlPlane, nil when it cannot, and says
+// why it is not Available.
+func (h *Handlers) availability(ctx context.Context, name types.NamespacedName) (*v1alpha1.HostedControlPlane, string) {
 	hcp := &v1alpha1.HostedControlPlane{}
 	if err := h.Reader.Get(ctx, name, hcp); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("HostedControlPlane %s does not exist", name)
+			return nil, fmt.Sprintf("HostedControlPlane %s does not exist", name)
 		}
-		return fmt.Sprintf("cannot read HostedControlPlane %s: %v", name, err)
+		return nil, fmt.Sprintf("cannot read HostedControlPlane %s: %v", name, err)
 	}
 	c := meta.FindStatusCondition(hcp.Status.Conditions, v1alpha1.AvailableCondition)
 	switch {
 	case c == nil:
-		return fmt.Sprintf("HostedControlPlane %s reports no Available condition yet", name)
+		return hcp, fmt.Sprintf("HostedControlPlane %s reports no Available condition yet", name)
 	case c.Status != metav1.ConditionTrue:
-		return fmt.Sprintf("HostedControlPlane %s is not Available (%s: %s)", name, c.Reason, c.Message)
+		return hcp, fmt.Sprintf("HostedControlPlane %s is not Available (%s: %s)", name, c.Reason, c.Message)
 	case c.ObservedGeneration != 0 && c.ObservedGeneration < hcp.Generation:
-		return fmt.Sprintf("HostedControlPlane %s has not reported on its generation %d yet", name, hcp.Generation)
+		return hcp, fmt.Sprintf("HostedControlPlane %s has not reported on its generation %d yet", name, hcp.Generation)
 	}
-	return ""
+	return hcp, ""
 }
 
-func (h *Handlers) etcdHealth(ctx context.Context, cluster types.NamespacedName) string {
+// etcdHealth checks the Cluster's etcd. Members report the quota they run
+// with (etcd 3.6 on); quota, the one the control plane renders, stands in
+// for older members' silence.
+func (h *Handlers) etcdHealth(ctx context.Context, cluster types.NamespacedName, quota int64) string {
 	target, err := etcd.TargetFor(ctx, h.Reader, cluster)
 	if err != nil {
 		return "etcd: " + err.Error()
 	}
+	target.Quota = quota
 	report, err := h.Etcd.Check(ctx, target)
 	if err != nil {
 		return "etcd: " + err.Error()

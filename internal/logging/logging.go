@@ -3,6 +3,7 @@ package logging
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
@@ -42,9 +43,10 @@ func New(format, level string) (logr.Logger, error) {
 	return zapr.NewLogger(z), nil
 }
 
-// ParseLevel maps a level name or verbosity number to a zap level.
+// ParseLevel maps a level name, in any case (manifests say INFO as often as
+// info), or a verbosity number to a zap level.
 func ParseLevel(level string) (zapcore.Level, error) {
-	switch level {
+	switch strings.ToLower(level) {
 	case "debug":
 		return zapcore.DebugLevel, nil
 	case "info", "":

@@ -12,6 +12,7 @@ func TestParseLevel(t *testing.T) {
 	for in, want := range map[string]zapcore.Level{
 		"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "": zapcore.InfoLevel,
 		"warn": zapcore.WarnLevel, "error": zapcore.ErrorLevel, "0": zapcore.InfoLevel, "4": zapcore.Level(-4),
+		"INFO": zapcore.InfoLevel, "DEBUG": zapcore.DebugLevel, "Warn": zapcore.WarnLevel, "ERROR": zapcore.ErrorLevel,
 	} {
 		got, err := ParseLevel(in)
 		require.NoError(t, err, in)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
@@ -37,7 +38,7 @@ func Main[S any](name string, parse func() (S, error), serving func(S) settings.
 		os.Exit(2)
 	}
 	ctrl.SetLogger(log)
-	if err := start(ctrl.SetupSignalHandler(), name, common.OTLPEndpoint, func(ctx context.Context, rc *rest.Config) error {
+	if err := start(ctrl.SetupSignalHandler(), name, common, func(ctx context.Context, rc *rest.Config) error {
 		return run(ctx, cfg, rc)
 	}); err != nil {
 		log.Error(err, name+" stopped")
@@ -46,12 +47,12 @@ func Main[S any](name string, parse func() (S, error), serving func(S) settings.
 	log.Info(name + " stopped")
 }
 
-func start(ctx context.Context, name, otlpEndpoint string, run func(context.Context, *rest.Config) error) error {
-	restConfig, err := ctrl.GetConfig()
+func start(ctx context.Context, name string, common settings.Serving, run func(context.Context, *rest.Config) error) error {
+	rc, err := restConfig(common.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	stopTracing, err := telemetry.Setup(ctx, otlpEndpoint, "hosted-control-plane-"+name, restConfig)
+	stopTracing, err := telemetry.Setup(ctx, common.OTLPEndpoint, "hosted-control-plane-"+name, rc)
 	if err != nil {
 		return err
 	}
@@ -60,5 +61,27 @@ func start(ctx context.Context, name, otlpEndpoint string, run func(context.Cont
 		defer cancel()
 		_ = stopTracing(flush)
 	}()
-	return run(ctx, restConfig)
+	return run(ctx, rc)
+}
+
+// restConfig reaches the management cluster through the kubeconfig file
+// given by --kubeconfig or, without one, where every controller-runtime
+// manager looks: the files in KUBECONFIG, the pod's service account, then
+// ~/.kube/config. Our flags live in a flag set of their own, so
+// controller-runtime's --kubeconfig on the global one is never parsed.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
+	}
+	if cfg.QPS == 0 {
+		// As ctrl.GetConfig: the API server's priority and fairness limits
+		// requests, not a client-side rate limiter.
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }

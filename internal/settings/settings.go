@@ -11,12 +11,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
 )
 
-// Serving is what both binaries need to log, serve TLS and report health.
+// Serving is what both binaries need to find the management cluster, log,
+// serve TLS and report health.
 type Serving struct {
+	// Kubeconfig is the management cluster's kubeconfig file; when empty the
+	// binary looks where every controller-runtime manager does: the files in
+	// KUBECONFIG, the pod's service account, then ~/.kube/config.
+	Kubeconfig string
 	// LogFormat is json or text; LogLevel a level name or verbosity.
 	LogFormat, LogLevel string
 	// MetricsAddr and HealthAddr are host:port listen addresses; "0" turns
@@ -30,6 +36,11 @@ type Serving struct {
 }
 
 func (s *Serving) bind(src *source, defaultPort int) {
+	// KUBECONFIG is client-go's: a list of files it merges, read by
+	// controller-runtime when the flag is unset. Binding it to the flag would
+	// change what it means.
+	src.Flag(&s.Kubeconfig, "kubeconfig", "kubeconfig file of the management cluster (when unset: the files in env KUBECONFIG, "+
+		"the pod's service account, then ~/.kube/config)")
 	src.String(&s.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
 	src.String(&s.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error or a verbosity 0-10")
 	src.String(&s.MetricsAddr, "metrics-bind-address", "METRICS_BIND_ADDRESS", ":8080", `metrics listen address, "0" to disable`)
@@ -42,6 +53,11 @@ func (s *Serving) bind(src *source, defaultPort int) {
 
 func (s *Serving) validate(needCerts bool) error {
 	var errs []error
+	if s.Kubeconfig != "" {
+		if _, err := os.Stat(s.Kubeconfig); err != nil {
+			errs = append(errs, fmt.Errorf("--kubeconfig %q: %w: give the management cluster's kubeconfig file", s.Kubeconfig, errors.Unwrap(err)))
+		}
+	}
 	if !slices.Contains(logging.Formats, s.LogFormat) {
 		errs = append(errs, fmt.Errorf("LOG_FORMAT/--log-format %q: use json or text", s.LogFormat))
 	}
@@ -86,8 +102,8 @@ type Controller struct {
 	Serving
 	// LeaderElection keeps one active replica.
 	LeaderElection bool
-	// Namespace is where the controller runs and keeps its leader lease;
-	// detected from the service account when empty.
+	// Namespace is where the controller runs and keeps its leader lease:
+	// CONTROLLER_NAMESPACE, or the pod's own namespace.
 	Namespace string
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
@@ -95,25 +111,57 @@ type Controller struct {
 	EnableWebhooks bool
 }
 
-// ParseController reads the controller's settings from args and getenv. It
-// returns flag.ErrHelp after printing usage to w when asked for help.
+// DefaultMaxConcurrentReconciles is how many control planes are reconciled
+// in parallel unless MAX_CONCURRENT_RECONCILES says otherwise.
+const DefaultMaxConcurrentReconciles = 10
+
+// serviceAccountNamespaceFile is where Kubernetes tells a pod its namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ParseController reads the controller's settings from args and getenv; in a
+// pod the namespace defaults to the pod's. It returns flag.ErrHelp after
+// printing usage to w when asked for help.
 func ParseController(args []string, getenv func(string) string, w io.Writer) (Controller, error) {
+	return parseController(args, getenv, w, serviceAccountNamespaceFile)
+}
+
+func parseController(args []string, getenv func(string) string, w io.Writer, namespaceFile string) (Controller, error) {
 	var c Controller
 	src := newSource("controller", getenv)
 	c.bind(src, 9443)
 	src.Bool(&c.LeaderElection, "leader-election", "LEADER_ELECTION", true, "elect one active replica")
 	src.String(&c.Namespace, "controller-namespace", "CONTROLLER_NAMESPACE", "", "namespace of the controller and its leader lease (detected in a pod)")
-	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", 4, "control planes reconciled in parallel")
+	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", DefaultMaxConcurrentReconciles,
+		"control planes reconciled in parallel")
 	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
 	err := parse(src, args, w)
 	if errors.Is(err, flag.ErrHelp) {
 		return c, err
 	}
+	if c.Namespace == "" {
+		c.Namespace = podNamespace(namespaceFile)
+	}
 	errs := []error{err, c.validate(c.EnableWebhooks)}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
 	}
+	// Said here rather than by the manager, which would fail only after
+	// connecting, with a message that names none of our settings.
+	if c.LeaderElection && c.Namespace == "" {
+		errs = append(errs, errors.New("leader election needs a namespace for its lease, and outside a pod none is detected: "+
+			"set CONTROLLER_NAMESPACE/--controller-namespace, or LEADER_ELECTION=false/--leader-election=false to run a single replica without a lease"))
+	}
 	return c, errors.Join(errs...)
+}
+
+// podNamespace is the namespace of the pod this process runs in, or "" when
+// it runs outside one.
+func podNamespace(file string) string {
+	data, err := os.ReadFile(file) //nolint:gosec // a fixed path, or a test's
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // Extension configures cmd/extension.

@@ -24,12 +24,12 @@ func certDir(t *testing.T) string {
 
 func TestControllerReadsEnvironment(t *testing.T) {
 	dir := certDir(t)
-	c, err := ParseController(nil, env(map[string]string{
+	c, err := outsidePod(t, nil, env(map[string]string{
 		"LEADER_ELECTION": "false", "WEBHOOK_CERT_DIR": dir, "MAX_CONCURRENT_RECONCILES": "7",
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
 		"HEALTH_PROBE_BIND_ADDRESS": "0",
-	}), nil)
+	}))
 	require.NoError(t, err)
 	assert.False(t, c.LeaderElection)
 	assert.Equal(t, dir, c.CertDir)
@@ -42,20 +42,84 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	assert.Equal(t, "0", c.HealthAddr)
 }
 
+// outsidePod parses as a process outside a pod does, wherever the test runs.
+func outsidePod(t *testing.T, args []string, getenv func(string) string) (Controller, error) {
+	t.Helper()
+	return parseController(args, getenv, nil, filepath.Join(t.TempDir(), "namespace"))
+}
+
 func TestFlagsWinOverEnvironment(t *testing.T) {
-	c, err := ParseController([]string{"--max-concurrent-reconciles=3", "--leader-election=true", "--enable-webhooks=false"},
-		env(map[string]string{"MAX_CONCURRENT_RECONCILES": "7", "LEADER_ELECTION": "false"}), nil)
+	c, err := outsidePod(t, []string{"--max-concurrent-reconciles=3", "--leader-election=true", "--enable-webhooks=false", "--controller-namespace=ops"},
+		env(map[string]string{"MAX_CONCURRENT_RECONCILES": "7", "LEADER_ELECTION": "false", "CONTROLLER_NAMESPACE": "capi-system"}))
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.MaxConcurrentReconciles)
 	assert.True(t, c.LeaderElection)
-	assert.Equal(t, 4, mustDefault(t).MaxConcurrentReconciles)
+	assert.Equal(t, "ops", c.Namespace)
 }
 
-func mustDefault(t *testing.T) Controller {
-	t.Helper()
-	c, err := ParseController([]string{"--enable-webhooks=false"}, env(nil), nil)
+// The defaults are the README's: leader election on, ten control planes in
+// parallel, JSON at info level, webhooks served.
+func TestDefaults(t *testing.T) {
+	c, err := outsidePod(t, nil, env(map[string]string{"CONTROLLER_NAMESPACE": "ops", "WEBHOOK_CERT_DIR": certDir(t)}))
 	require.NoError(t, err)
-	return c
+	assert.True(t, c.LeaderElection)
+	assert.True(t, c.EnableWebhooks)
+	assert.Equal(t, 10, c.MaxConcurrentReconciles)
+	assert.Equal(t, "json", c.LogFormat)
+	assert.Equal(t, "info", c.LogLevel)
+	assert.Equal(t, ":8080", c.MetricsAddr)
+	assert.Equal(t, ":8081", c.HealthAddr)
+	assert.Equal(t, 9443, c.Port)
+	assert.Empty(t, c.Kubeconfig)
+}
+
+// Manifests in use say LOG_LEVEL=INFO or DEBUG.
+func TestLogLevelInAnyCase(t *testing.T) {
+	for _, level := range []string{"INFO", "DEBUG", "Warn", "error", "5"} {
+		c, err := outsidePod(t, []string{"--enable-webhooks=false", "--leader-election=false"}, env(map[string]string{"LOG_LEVEL": level}))
+		require.NoError(t, err, level)
+		assert.Equal(t, level, c.LogLevel)
+	}
+}
+
+// In a pod the lease lives in the pod's namespace; CONTROLLER_NAMESPACE
+// still wins.
+func TestNamespaceDetectedInAPod(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "namespace")
+	require.NoError(t, os.WriteFile(file, []byte("hosted-control-plane-system\n"), 0o600))
+	c, err := parseController([]string{"--enable-webhooks=false"}, env(nil), nil, file)
+	require.NoError(t, err)
+	assert.Equal(t, "hosted-control-plane-system", c.Namespace)
+	c, err = parseController([]string{"--enable-webhooks=false"}, env(map[string]string{"CONTROLLER_NAMESPACE": "ops"}), nil, file)
+	require.NoError(t, err)
+	assert.Equal(t, "ops", c.Namespace)
+}
+
+// Outside a pod, leader election needs a namespace given; without leader
+// election none is needed.
+func TestLeaderElectionOutsideAPodNeedsANamespace(t *testing.T) {
+	_, err := outsidePod(t, []string{"--enable-webhooks=false"}, env(nil))
+	require.ErrorContains(t, err, "leader election needs a namespace for its lease, and outside a pod none is detected: "+
+		"set CONTROLLER_NAMESPACE/--controller-namespace, or LEADER_ELECTION=false/--leader-election=false")
+	c, err := outsidePod(t, []string{"--enable-webhooks=false"}, env(map[string]string{"LEADER_ELECTION": "false"}))
+	require.NoError(t, err)
+	assert.Empty(t, c.Namespace)
+}
+
+// --kubeconfig is accepted by both binaries, like any controller-runtime
+// manager's, and must name a file.
+func TestKubeconfigFlag(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(file, []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+	c, err := outsidePod(t, []string{"--kubeconfig", file, "--enable-webhooks=false", "--leader-election=false"}, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, file, c.Kubeconfig)
+	e, err := ParseExtension([]string{"--kubeconfig=" + file}, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t)}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, file, e.Kubeconfig)
+
+	_, err = ParseExtension([]string{"--kubeconfig=/nonexistent/kubeconfig"}, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t)}), nil)
+	assert.ErrorContains(t, err, `--kubeconfig "/nonexistent/kubeconfig": no such file or directory: give the management cluster's kubeconfig file`)
 }
 
 func TestBadSettingsNameTheVariable(t *testing.T) {
@@ -77,7 +141,7 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseController(tc.args, env(tc.env), nil)
+			_, err := outsidePod(t, tc.args, env(tc.env))
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -93,6 +157,13 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}
+	assert.Contains(t, out.String(), "-kubeconfig string\n")
+	assert.Contains(t, out.String(), "env KUBECONFIG")
+
+	out.Reset()
+	_, err = ParseExtension([]string{"-h"}, env(nil), &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	assert.Contains(t, out.String(), "-kubeconfig string\n")
 }
 
 func TestExtensionNeedsCertificates(t *testing.T) {

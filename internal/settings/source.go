@@ -29,6 +29,12 @@ func (s *source) String(p *string, name, env, def, usage string) {
 	s.fs.StringVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, env))
 }
 
+// Flag is a string set on the command line only, for a setting whose
+// environment variable already means something else.
+func (s *source) Flag(p *string, name, usage string) {
+	s.fs.StringVar(p, name, "", usage)
+}
+
 func (s *source) Bool(p *bool, name, env string, def bool, usage string) {
 	if v := s.getenv(env); v != "" {
 		b, err := strconv.ParseBool(v)

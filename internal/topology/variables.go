@@ -85,7 +85,7 @@ func Variables() []clusterv1.ClusterClassVariable {
 		}),
 		variable(VarEtcdVolumeSize, clusterv1.JSONSchemaProps{
 			Type:        "string",
-			Description: "Size of each etcd member's volume (spec.etcd.volumeSize), such as 2Gi. Volumes only grow.",
+			Description: "Size of each etcd member's volume (spec.etcd.volumeSize), such as 2Gi. Volumes only grow; etcd's backend quota follows the size (about (size - size/16 - 512Mi) / 2, at most 8Gi).",
 			MaxLength:   ptr.To[int64](32),
 			Pattern:     quantityPattern,
 			Example:     rawJSON("2Gi"),

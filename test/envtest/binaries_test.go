@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -59,36 +60,98 @@ func TestBinariesRejectBadConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		pkg  string
 		env  []string
+		args []string
 		want []string
 	}{
 		{
-			"./cmd/controller",
-			[]string{"LOG_FORMAT=xml", "MAX_CONCURRENT_RECONCILES=0", "ENABLE_WEBHOOKS=false"},
-			[]string{`LOG_FORMAT/--log-format "xml": use json or text`, "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
+			pkg:  "./cmd/controller",
+			env:  []string{"LOG_FORMAT=xml", "MAX_CONCURRENT_RECONCILES=0", "ENABLE_WEBHOOKS=false", "LEADER_ELECTION=false"},
+			want: []string{`LOG_FORMAT/--log-format "xml": use json or text`, "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
 		},
 		{
-			"./cmd/controller",
-			[]string{"LEADER_ELECTION=sometimes", "WEBHOOK_CERT_DIR=" + dir},
-			[]string{`LEADER_ELECTION="sometimes": use true or false`, "has no tls.crt: mount the serving certificate there"},
+			pkg:  "./cmd/controller",
+			env:  []string{"LEADER_ELECTION=sometimes", "WEBHOOK_CERT_DIR=" + dir},
+			want: []string{`LEADER_ELECTION="sometimes": use true or false`, "has no tls.crt: mount the serving certificate there"},
 		},
 		{
-			"./cmd/extension",
-			[]string{"WEBHOOK_CERT_DIR=" + dir, "LOG_LEVEL=chatty"},
-			[]string{"has no tls.key", `log level "chatty"`},
+			// Outside a pod, with leader election on (the default) and no
+			// namespace for its lease.
+			pkg: "./cmd/controller",
+			env: []string{"ENABLE_WEBHOOKS=false", "LOG_LEVEL=INFO"},
+			want: []string{"leader election needs a namespace for its lease, and outside a pod none is detected: " +
+				"set CONTROLLER_NAMESPACE/--controller-namespace, or LEADER_ELECTION=false/--leader-election=false"},
+		},
+		{
+			pkg:  "./cmd/extension",
+			env:  []string{"WEBHOOK_CERT_DIR=" + dir, "LOG_LEVEL=chatty"},
+			want: []string{"has no tls.key", `log level "chatty"`},
+		},
+		{
+			pkg:  "./cmd/extension",
+			env:  []string{"WEBHOOK_CERT_DIR=" + env.WebhookCertDir()},
+			args: []string{"--kubeconfig", dir + "/absent"},
+			want: []string{`--kubeconfig "` + dir + `/absent": no such file or directory: give the management cluster's kubeconfig file`},
 		},
 	} {
 		bin, err := Build(env.Root, tc.pkg, dir)
 		require.NoError(t, err)
-		cmd := exec.Command(bin)
+		cmd := exec.Command(bin, tc.args...)
 		cmd.Env = append([]string{"KUBECONFIG=" + env.Kubeconfig}, tc.env...)
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		require.True(t, errors.As(err, &exit), "%s must fail: %v\n%s", tc.pkg, err, out)
-		assert.Equal(t, 2, exit.ExitCode())
+		assert.Equal(t, 2, exit.ExitCode(), "%s", out)
 		for _, want := range tc.want {
 			assert.Contains(t, string(out), want)
 		}
+		t.Logf("%s %v: exit status %d\n%s", tc.pkg, tc.args, exit.ExitCode(), out)
 	}
+}
+
+// Like every controller-runtime manager, both binaries take --kubeconfig.
+// With no KUBECONFIG, no service account and no ~/.kube/config, the
+// controller fails to find an API server, and given only --kubeconfig it
+// takes its leader lease there.
+func TestBinariesTakeKubeconfigFlag(t *testing.T) {
+	dir := t.TempDir()
+	nowhere := []string{"KUBECONFIG=", "HOME=" + dir, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}
+	bin, err := Build(env.Root, "./cmd/controller", dir)
+	require.NoError(t, err)
+	quiet := []string{"ENABLE_WEBHOOKS=false", "METRICS_BIND_ADDRESS=0"}
+
+	cmd := exec.Command(bin, "--leader-election=false", "--health-probe-bind-address=0")
+	cmd.Env = append(append(os.Environ(), nowhere...), quiet...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "without a kubeconfig the controller must fail: %v\n%s", err, out)
+	assert.Equal(t, 1, exit.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "kubeconfig: ")
+	t.Logf("without --kubeconfig: exit status %d\n%s", exit.ExitCode(), out)
+
+	ns := namespace(t)
+	health := freePort(t)
+	proc, err := StartProcess(bin, append(append(nowhere, quiet...), fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health)),
+		"--kubeconfig", env.Kubeconfig, "--controller-namespace", ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
+	require.NoError(t, proc.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", health), time.Minute))
+	lease := &coordinationv1.Lease{}
+	require.Eventually(t, func() bool {
+		err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: leaseName}, lease)
+		return err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != ""
+	}, time.Minute, 200*time.Millisecond, "the controller reaches the API server of --kubeconfig and takes its lease; output:\n%s", proc.Output())
+	require.NoError(t, proc.Stop(30*time.Second), "exit status 0 after SIGTERM")
+
+	ext, err := Build(env.Root, "./cmd/extension", dir)
+	require.NoError(t, err)
+	p := []int{freePort(t), freePort(t)}
+	proc, err = StartProcess(ext, append(nowhere, "WEBHOOK_CERT_DIR="+env.WebhookCertDir(), "METRICS_BIND_ADDRESS=0",
+		fmt.Sprintf("WEBHOOK_PORT=%d", p[0]), fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", p[1])),
+		"--kubeconfig="+env.Kubeconfig)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
+	require.NoError(t, proc.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", p[1]), time.Minute), "the extension starts with --kubeconfig alone")
+	require.NoError(t, proc.Stop(30*time.Second), "exit status 0 after SIGTERM")
 }
 
 // The extension serves Runtime SDK discovery over TLS and stops cleanly.

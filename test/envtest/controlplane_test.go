@@ -3,6 +3,7 @@ package envtest
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -64,7 +67,9 @@ func TestControlPlaneComesUp(t *testing.T) {
 
 	// Rollout order: the API servers wait for etcd, the controllers for
 	// the API servers.
-	get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
+	etcd := get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
+	assert.Contains(t, etcd.Spec.Template.Spec.Containers[0].Args, "--quota-backend-bytes=738197504",
+		"the default 2Gi volume gives etcd a quota of 704Mi")
 	get(t, &policyv1.PodDisruptionBudget{}, ns, "demo-etcd")
 	get(t, &networkingv1.NetworkPolicy{}, ns, "demo-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
@@ -72,6 +77,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 	rollOutStatefulSet(t, ns, "demo-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	get(t, &appsv1.Deployment{}, ns, "demo-apiserver")
+	checkAPIServerPDB(t, ns)
 	absent(t, &appsv1.Deployment{}, ns, "demo-controller-manager")
 	rollOutDeployment(t, ns, "demo-apiserver")
 	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
@@ -245,22 +251,51 @@ func waitQuiet(t *testing.T) {
 	})
 }
 
+// checkAPIServerPDB verifies that two API servers are drained one at a time.
+func checkAPIServerPDB(t *testing.T, ns string) {
+	t.Helper()
+	pdb := get(t, &policyv1.PodDisruptionBudget{}, ns, "demo-apiserver")
+	assert.Equal(t, ptr.To(intstr.FromInt32(1)), pdb.Spec.MaxUnavailable)
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "kube-apiserver", "app.kubernetes.io/instance": "demo"},
+		pdb.Spec.Selector.MatchLabels, "the budget selects the API server pods")
+}
+
 func scaleAPIServers(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+	scaleAPIServersTo(t, hcp, 3)
+	kcm := get(t, &appsv1.Deployment{}, hcp.Namespace, "demo-controller-manager")
+	assert.Equal(t, ptr.To[int32](2), kcm.Spec.Replicas, "scaling API servers leaves the controllers alone")
+	get(t, &policyv1.PodDisruptionBudget{}, hcp.Namespace, "demo-apiserver")
+
+	// One API server has no budget to keep; etcd keeps its own.
+	scaleAPIServersTo(t, hcp, 1)
+	waitFor(t, "the API servers' PodDisruptionBudget to go", func() error {
+		err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: hcp.Namespace, Name: "demo-apiserver"}, &policyv1.PodDisruptionBudget{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+	get(t, &policyv1.PodDisruptionBudget{}, hcp.Namespace, "demo-etcd")
+}
+
+// scaleAPIServersTo scales as kubectl scale does and rolls the new count out.
+func scaleAPIServersTo(t *testing.T, hcp *v1alpha1.HostedControlPlane, n int32) {
 	ctx := testContext(t)
-	body := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: hcp.Name, Namespace: hcp.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
+	body := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: hcp.Name, Namespace: hcp.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: n}}
 	require.NoError(t, env.Client.SubResource("scale").Update(ctx, hcp, client.WithSubResourceBody(body)))
-	waitFor(t, "three API server replicas", func() error {
+	waitFor(t, fmt.Sprintf("%d API server replicas", n), func() error {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: "demo-apiserver"}, d); err != nil {
 			return err
 		}
-		if *d.Spec.Replicas != 3 {
+		if *d.Spec.Replicas != n {
 			return fmt.Errorf("replicas %d", *d.Spec.Replicas)
 		}
 		return nil
 	})
-	kcm := get(t, &appsv1.Deployment{}, hcp.Namespace, "demo-controller-manager")
-	assert.Equal(t, ptr.To[int32](2), kcm.Spec.Replicas, "scaling API servers leaves the controllers alone")
 	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
 	rollOutDeployment(t, hcp.Namespace, "demo-apiserver")
 	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
