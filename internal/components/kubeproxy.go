@@ -72,6 +72,13 @@ func (in *Input) kubeProxyConfig() (client.Object, error) {
 	return configMap("kube-system", KubeProxyName, map[string]string{"config.conf": string(data), "kubeconfig.conf": string(kubeconfig)}), nil
 }
 
+// KubeProxyOwnedFlags are the kube-proxy flags of kubeProxyDaemonSet that
+// spec.kubeProxy.args may not override.
+var KubeProxyOwnedFlags = OwnedFlags{
+	"config":            "it reads the configuration the controller keeps",
+	"hostname-override": "it must be the node's name, which each pod reads from its own spec",
+}
+
 func (in *Input) kubeProxyDaemonSet() *appsv1.DaemonSet {
 	spec := in.ControlPlane.Spec.KubeProxy
 	selector := map[string]string{k8sAppLabel: KubeProxyName}
