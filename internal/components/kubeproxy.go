@@ -73,9 +73,10 @@ func (in *Input) kubeProxyConfig() (client.Object, error) {
 }
 
 // KubeProxyOwnedFlags are the kube-proxy flags of kubeProxyDaemonSet that
-// spec.kubeProxy.args may not override.
+// spec.kubeProxy.args may not override. --config is not among them: with
+// it kube-proxy ignores every other flag, so tuning by args means setting
+// it to "" (and --kubeconfig to the file beside it).
 var KubeProxyOwnedFlags = OwnedFlags{
-	"config":            "it reads the configuration the controller keeps",
 	"hostname-override": "it must be the node's name, which each pod reads from its own spec",
 }
 

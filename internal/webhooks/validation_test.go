@@ -175,14 +175,14 @@ func TestArgs(t *testing.T) {
 			h.Spec.Deployment.Scheduler.Args = map[string]string{"kubeconfig": "/x"}
 			h.Spec.KonnectivityClient.Args = map[string]string{"proxy-server-host": "x"}
 			h.Spec.CoreDNS.Args = map[string]string{"conf": "/x"}
-			h.Spec.KubeProxy.Args = map[string]string{"config": "/x"}
+			h.Spec.KubeProxy.Args = map[string]string{"hostname-override": "x", "config": "", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}
 		}, []string{
 			"spec.deployment.apiServer.konnectivity.args[uds-name]: Forbidden: set by the controller",
 			"spec.deployment.controllerManager.args[cluster-signing-key-file]: Forbidden: set by the controller",
 			"spec.deployment.scheduler.args[kubeconfig]: Forbidden: set by the controller",
 			"spec.konnectivityClient.args[proxy-server-host]: Forbidden: set by the controller",
 			"spec.coredns.args[conf]: Forbidden: set by the controller",
-			"spec.kubeProxy.args[config]: Forbidden: set by the controller",
+			"spec.kubeProxy.args[hostname-override]: Forbidden: set by the controller",
 		}},
 		{"malformed and too long", func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Deployment.APIServer.Args = map[string]string{"--v": "4", "feature-gates": strings.Repeat("A=true,", 600)}
@@ -420,11 +420,11 @@ func TestUpdatesRatchetWhatWasStored(t *testing.T) {
 
 func TestTemplateUpdatesRatchetToo(t *testing.T) {
 	old := &v1alpha1.HostedControlPlaneTemplate{}
-	old.Spec.Template.Spec.KubeProxy.Args = map[string]string{"config": "/mine"}
+	old.Spec.Template.Spec.KubeProxy.Args = map[string]string{"hostname-override": "mine"}
 	tmpl := old.DeepCopy()
 	tmpl.Labels = map[string]string{"a": "b"}
 	_, err := HostedControlPlaneTemplate{}.ValidateUpdate(context.Background(), old, tmpl)
 	require.NoError(t, err)
 	_, err = HostedControlPlaneTemplate{}.ValidateCreate(context.Background(), tmpl)
-	assert.ErrorContains(t, err, "spec.template.spec.kubeProxy.args[config]: Forbidden: set by the controller (it reads the configuration the controller keeps); remove it")
+	assert.ErrorContains(t, err, "spec.template.spec.kubeProxy.args[hostname-override]: Forbidden: set by the controller (it must be the node's name, which each pod reads from its own spec); remove it")
 }
