@@ -280,15 +280,18 @@ type EtcdBackup struct {
 	// +kubebuilder:validation:Maximum=1000
 	RetentionCount *int32 `json:"retentionCount,omitempty"`
 
-	// secret holds the S3 endpoint, bucket and credentials. It is required;
-	// admission says so (the schema alone would only report an empty name).
+	// Admission, not the schema, requires secret and its name: a typed client
+	// sends an empty name, which the schema would call too short instead of
+	// missing.
+
+	// secret holds the S3 endpoint, bucket and credentials; required.
 	// +optional
 	Secret EtcdBackupSecret `json:"secret,omitempty,omitzero"`
 }
 
 // EtcdBackupSecret names the Secret with the S3 settings and its keys.
 type EtcdBackupSecret struct {
-	// name of the Secret; required, which admission checks.
+	// name of the Secret; required.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
