@@ -167,13 +167,6 @@ func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorLis
 	return append(errs, validateEndpoint(spec.Child("controlPlaneEndpoint"), hcp)...)
 }
 
-// The node ports a NodePort Service may ask for, in a cluster with the
-// default --service-node-port-range.
-const (
-	minNodePort = 30000
-	maxNodePort = 32767
-)
-
 func validateVersion(path *field.Path, version string) field.ErrorList {
 	v, err := v1alpha1.ParseVersion(version)
 	switch {
@@ -191,6 +184,13 @@ func validateVersion(path *field.Path, version string) field.ErrorList {
 	}
 	return nil
 }
+
+// The node ports a NodePort Service may ask for, in a cluster with the
+// default --service-node-port-range.
+const (
+	minNodePort = 30000
+	maxNodePort = 32767
+)
 
 // validateEndpoint checks the endpoint a user sets against the exposure
 // type that serves it; a gateway or a load balancer provides its own.
