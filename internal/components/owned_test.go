@@ -69,8 +69,8 @@ func TestOwnedFlagsMatchEitherSpelling(t *testing.T) {
 	assert.False(t, ok, "tuning stays open")
 }
 
-// The image tables know every minor version admission lets through, each
-// by its own entry rather than a neighbour's.
+// The image tables span exactly the minor versions admission lets through,
+// and etcd has an entry of its own for each.
 func TestImageTablesCoverTheSupportedVersions(t *testing.T) {
 	etcdMinors := map[uint64]bool{}
 	for _, e := range etcdVersions {
