@@ -276,8 +276,10 @@ func TestEtcdVolumeAndBackup(t *testing.T) {
 		want   string
 	}{
 		{"1Ti is the most", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ti")) }, ""},
-		{"1Ei", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ei")) },
-			`spec.etcd.volumeSize: Invalid value: "1Ei": must be at most 1Ti`},
+		{
+			"1Ei", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ei")) },
+			`spec.etcd.volumeSize: Invalid value: "1Ei": must be at most 1Ti`,
+		},
 		{"backup without a secret", func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily"}
 		}, "spec.etcd.backup.secret.name: Required value: secret is required: name the Secret that holds the S3 endpoint, bucket and credentials"},
@@ -345,24 +347,38 @@ func TestUpdates(t *testing.T) {
 		old, change func(*v1alpha1.HostedControlPlane)
 		want        string
 	}{
-		{"a gateway added to the default exposure", func(*v1alpha1.HostedControlPlane) {}, gateway,
-			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a LoadBalancer Service (the default exposure)"},
-		{"a gateway added to a chosen exposure", nodePort, func(h *v1alpha1.HostedControlPlane) { h.Spec.Exposure = nil; gateway(h) },
-			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a NodePort Service (spec.exposure.type)"},
-		{"a gateway removed", gateway, func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway = nil },
-			"spec.gateway: Forbidden: the gateway cannot be removed: the control plane is served through the Gateway capi-system/capi"},
-		{"a default exposure changed", func(*v1alpha1.HostedControlPlane) {}, nodePort,
-			"spec.exposure.type: Forbidden: cannot change once set (was LoadBalancer, the default)"},
-		{"the default exposure made explicit", func(*v1alpha1.HostedControlPlane) {},
+		{
+			"a gateway added to the default exposure", func(*v1alpha1.HostedControlPlane) {}, gateway,
+			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a LoadBalancer Service (the default exposure)",
+		},
+		{
+			"a gateway added to a chosen exposure", nodePort, func(h *v1alpha1.HostedControlPlane) { h.Spec.Exposure = nil; gateway(h) },
+			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a NodePort Service (spec.exposure.type)",
+		},
+		{
+			"a gateway removed", gateway, func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway = nil },
+			"spec.gateway: Forbidden: the gateway cannot be removed: the control plane is served through the Gateway capi-system/capi",
+		},
+		{
+			"a default exposure changed", func(*v1alpha1.HostedControlPlane) {}, nodePort,
+			"spec.exposure.type: Forbidden: cannot change once set (was LoadBalancer, the default)",
+		},
+		{
+			"the default exposure made explicit", func(*v1alpha1.HostedControlPlane) {},
 			func(h *v1alpha1.HostedControlPlane) {
 				h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureLoadBalancer}
-			}, ""},
-		{"a host changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "a.example.com" },
+			}, "",
+		},
+		{
+			"a host changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "a.example.com" },
 			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "b.example.com" },
-			"spec.controlPlaneEndpoint.host: Forbidden: cannot change once set (was a.example.com)"},
-		{"a port changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 30443 },
+			"spec.controlPlaneEndpoint.host: Forbidden: cannot change once set (was a.example.com)",
+		},
+		{
+			"a port changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 30443 },
 			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 30444 },
-			"spec.controlPlaneEndpoint.port: Forbidden: cannot change once set (was 30443)"},
+			"spec.controlPlaneEndpoint.port: Forbidden: cannot change once set (was 30443)",
+		},
 		{"a node port filled in after the host", func(h *v1alpha1.HostedControlPlane) {
 			nodePort(h)
 			h.Spec.ControlPlaneEndpoint.Host = "192.0.2.10"
@@ -371,12 +387,16 @@ func TestUpdates(t *testing.T) {
 			nodePort(h)
 			h.Spec.ControlPlaneEndpoint.Port = 31234
 		}, func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "192.0.2.10" }, ""},
-		{"a volume size removed", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi")) },
+		{
+			"a volume size removed", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi")) },
 			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = nil },
-			"spec.etcd.volumeSize: Forbidden: cannot be removed once set (was 4Gi): volumes only grow, and without it they would be sized at the default 2Gi; set it to at least 4Gi"},
-		{"an upgrade beyond the supported range", func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.36.3" },
+			"spec.etcd.volumeSize: Forbidden: cannot be removed once set (was 4Gi): volumes only grow, and without it they would be sized at the default 2Gi; set it to at least 4Gi",
+		},
+		{
+			"an upgrade beyond the supported range", func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.36.3" },
 			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.37.0" },
-			`spec.version: Invalid value: "v1.37.0": this release runs Kubernetes v1.31.x to v1.36.x`},
+			`spec.version: Invalid value: "v1.37.0": this release runs Kubernetes v1.31.x to v1.36.x`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := valid()
