@@ -47,8 +47,9 @@ type HostedControlPlane struct {
 // HostedControlPlaneSpec is the desired state of a HostedControlPlane.
 type HostedControlPlaneSpec struct {
 	// version is the Kubernetes version of the control plane, a semantic
-	// version such as v1.36.3 (a missing "v" is added). It may move up one
-	// minor version at a time and never down.
+	// version such as v1.36.3 (a missing "v" is added) from v1.31.x to
+	// v1.36.x, pre-releases included, without build metadata. It may move up
+	// one minor version at a time and never down.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -32,10 +32,11 @@ type ControlPlaneSettings struct {
 
 	// controlPlaneEndpoint is where workers and clients reach the API server.
 	// Leave it empty and the controller fills it in from the gateway or the
-	// exposure Service. With exposure type ClusterIP set host and port: you
-	// provide the route to the Service. With NodePort you may set the host
-	// (otherwise a node's address is used) and the node port (30000-32767;
-	// otherwise the allocated one). What is set never changes.
+	// exposure Service. Exposure type ClusterIP needs both host and port, as
+	// you provide the route to the Service; with NodePort a host is the
+	// address workers use (a management node's otherwise) and a port, within
+	// 30000-32767, the node port to ask for. Once set, the host and the port
+	// each never change; an unset one may still be filled in.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
@@ -189,9 +190,12 @@ type Container struct {
 	ImagePullPolicy *corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
 	// args are extra command-line flags, keyed by flag name without leading
-	// dashes (for example {"v": "4"} for --v=4). They override the flags the
-	// controller sets.
+	// dashes (for example {"v": "4"} for --v=4), at most 64, each value at
+	// most 4096 characters. They override the controller's tuning flags; the
+	// flags it must own (certificates, mounted files, addresses, cluster
+	// membership) are refused.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	Args map[string]string `json:"args,omitempty"`
 
 	// resources of the container.
@@ -263,13 +267,14 @@ type EtcdSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// volumeSize of each member's volume, 2Gi when unset. It can grow, never
-	// shrink. Leave it unset with autoGrow. etcd's backend quota
-	// (--quota-backend-bytes) follows it, leaving the volume room for the
-	// write-ahead log and for the second copy of the database that a
-	// defragmentation writes: (volumeSize - volumeSize/16 - 512Mi) / 2, at
-	// least 128Mi and at most 8Gi (reached from about 18Gi), so 704Mi for
-	// 2Gi and 3.5Gi for 8Gi. args["quota-backend-bytes"] overrides it.
+	// volumeSize of each member's volume, 2Gi when unset and at most 1Ti.
+	// It can grow, never shrink, and once set it cannot be removed. Leave it
+	// unset with autoGrow. etcd's backend quota (--quota-backend-bytes)
+	// follows it, leaving the volume room for the write-ahead log and for
+	// the second copy of the database that a defragmentation writes:
+	// (volumeSize - volumeSize/16 - 512Mi) / 2, at least 128Mi and at most
+	// 8Gi (reached from about 18Gi), so 704Mi for 2Gi and 3.5Gi for 8Gi.
+	// args["quota-backend-bytes"] overrides it.
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
@@ -299,18 +304,21 @@ type EtcdBackup struct {
 	// +kubebuilder:validation:Maximum=1000
 	RetentionCount *int32 `json:"retentionCount,omitempty"`
 
-	// secret holds the S3 endpoint, bucket and credentials.
-	// +required
-	Secret EtcdBackupSecret `json:"secret"`
+	// Admission, not the schema, requires secret and its name: a typed client
+	// sends an empty name, which the schema would call too short instead of
+	// missing.
+
+	// secret holds the S3 endpoint, bucket and credentials; required.
+	// +optional
+	Secret EtcdBackupSecret `json:"secret,omitempty,omitzero"`
 }
 
 // EtcdBackupSecret names the Secret with the S3 settings and its keys.
 type EtcdBackupSecret struct {
-	// name of the Secret.
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// name of the Secret; required.
+	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// namespace of the Secret; the control plane's namespace when unset.
 	// +optional

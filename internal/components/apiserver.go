@@ -109,6 +109,48 @@ egressSelections:
 	}
 }
 
+// APIServerOwnedFlags are the kube-apiserver flags of apiServerArgs that
+// spec.deployment.apiServer.args may not override.
+var APIServerOwnedFlags = OwnedFlags{
+	"advertise-address":                "it is each pod's own address",
+	"client-ca-file":                   "it trusts the cluster CA the controller keeps",
+	"egress-selector-config-file":      "it sends traffic to nodes and pods through the konnectivity server beside the API server",
+	"endpoint-reconciler-type":         "the controller keeps the workload cluster's kubernetes endpoint itself; pod addresses mean nothing there",
+	"etcd-servers":                     "it points the API server at the hosted etcd",
+	"etcd-cafile":                      "it is the etcd client certificate the controller issues and mounts",
+	"etcd-certfile":                    "it is the etcd client certificate the controller issues and mounts",
+	"etcd-keyfile":                     "it is the etcd client certificate the controller issues and mounts",
+	"kubelet-client-certificate":       "it is the kubelet client certificate the controller issues and mounts",
+	"kubelet-client-key":               "it is the kubelet client certificate the controller issues and mounts",
+	"proxy-client-cert-file":           "it is the front-proxy client certificate the controller issues and mounts",
+	"proxy-client-key-file":            "it is the front-proxy client certificate the controller issues and mounts",
+	"requestheader-client-ca-file":     "it trusts the front-proxy CA the controller keeps",
+	"secure-port":                      "the Services, probes and network policies use the port the controller picks",
+	"service-account-key-file":         ownedServiceAccount,
+	"service-account-signing-key-file": ownedServiceAccount,
+	"service-cluster-ip-range":         ownedServiceCIDR,
+	"tls-cert-file":                    "it is the serving certificate the controller issues for the endpoint and certSANs",
+	"tls-private-key-file":             "it is the serving certificate the controller issues for the endpoint and certSANs",
+}
+
+// KonnectivityServerOwnedFlags are the konnectivity server flags of
+// konnectivityArgs that spec.deployment.apiServer.konnectivity.args may not
+// override.
+var KonnectivityServerOwnedFlags = OwnedFlags{
+	"agent-namespace":         "it admits the agents the controller deploys, by their service account tokens",
+	"agent-port":              "the Services and agents use the port the controller picks",
+	"agent-service-account":   "it admits the agents the controller deploys, by their service account tokens",
+	"authentication-audience": "it admits the agents the controller deploys, by their service account tokens",
+	"cluster-cert":            "it is the serving certificate the controller issues for the agents",
+	"cluster-key":             "it is the serving certificate the controller issues for the agents",
+	"health-port":             ownedProbeAddress,
+	"kubeconfig":              ownedKubeconfig,
+	"mode":                    "the API server's egress selector speaks gRPC to it",
+	"server-count":            "it follows the number of API servers, from a ConfigMap the controller keeps",
+	"server-port":             "the API server reaches it through a socket, not a port",
+	"uds-name":                "the API server reaches it through this socket",
+}
+
 func (in *Input) apiServerArgs() []string {
 	pki := "/etc/kubernetes/pki"
 	defaults := map[string]string{

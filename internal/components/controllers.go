@@ -1,6 +1,8 @@
 package components
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -14,6 +16,34 @@ const (
 	controllerManagerPort = 10257
 	schedulerPort         = 10259
 )
+
+// SchedulerOwnedFlags are the flags controllerDeployment sets for every
+// controller, which spec.deployment.scheduler.args may not override. The
+// probes rely on the default secure port, so it is owned without being set.
+var SchedulerOwnedFlags = OwnedFlags{
+	"authentication-kubeconfig": ownedKubeconfig,
+	"authorization-kubeconfig":  ownedKubeconfig,
+	"bind-address":              ownedProbeAddress,
+	"cert-dir":                  ownedCertDir,
+	"kubeconfig":                ownedKubeconfig,
+	"leader-elect":              ownedLeaderElection,
+	"secure-port":               ownedProbeAddress,
+}
+
+// ControllerManagerOwnedFlags are the flags of ControllerManager and
+// controllerDeployment that spec.deployment.controllerManager.args may not
+// override.
+var ControllerManagerOwnedFlags = func() OwnedFlags {
+	owned := OwnedFlags{
+		"cluster-signing-cert-file":        "it is the cluster CA the controller keeps, which signs kubelet certificates",
+		"cluster-signing-key-file":         "it is the cluster CA the controller keeps, which signs kubelet certificates",
+		"root-ca-file":                     "it is the cluster CA the controller keeps",
+		"service-account-private-key-file": ownedServiceAccount,
+		"service-cluster-ip-range":         ownedServiceCIDR,
+	}
+	maps.Copy(owned, SchedulerOwnedFlags)
+	return owned
+}()
 
 // ControllerManagerName and SchedulerName are the controllers' Deployments.
 func (in *Input) ControllerManagerName() string { return in.name("controller-manager") }

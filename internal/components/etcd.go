@@ -26,6 +26,38 @@ const (
 // DefaultEtcdVolumeSize is each member's volume unless the spec sets one.
 var DefaultEtcdVolumeSize = resource.MustParse("2Gi")
 
+// Reasons of etcd's owned flags.
+const (
+	ownedEtcdMembership = "it defines the etcd cluster's membership, which the controller manages"
+	ownedEtcdAddress    = "the Services, probes and members use the addresses the controller picks"
+	ownedEtcdClientTLS  = "etcd serves the certificate the controller issues and admits only clients with its certificates"
+	ownedEtcdPeerTLS    = "members authenticate each other with the certificates the controller issues"
+)
+
+// EtcdOwnedFlags are the etcd flags of etcdStatefulSet that spec.etcd.args
+// may not override. Tuning (quota-backend-bytes, compaction, snapshots)
+// stays open.
+var EtcdOwnedFlags = OwnedFlags{
+	"advertise-client-urls":       ownedEtcdAddress,
+	"client-cert-auth":            ownedEtcdClientTLS,
+	"cert-file":                   ownedEtcdClientTLS,
+	"data-dir":                    "it is where the member's volume is mounted",
+	"initial-advertise-peer-urls": ownedEtcdAddress,
+	"initial-cluster":             ownedEtcdMembership,
+	"initial-cluster-state":       ownedEtcdMembership,
+	"initial-cluster-token":       ownedEtcdMembership,
+	"key-file":                    ownedEtcdClientTLS,
+	"listen-client-urls":          ownedEtcdAddress,
+	"listen-metrics-urls":         ownedEtcdAddress,
+	"listen-peer-urls":            ownedEtcdAddress,
+	"name":                        ownedEtcdMembership,
+	"peer-cert-file":              ownedEtcdPeerTLS,
+	"peer-client-cert-auth":       ownedEtcdPeerTLS,
+	"peer-key-file":               ownedEtcdPeerTLS,
+	"peer-trusted-ca-file":        ownedEtcdPeerTLS,
+	"trusted-ca-file":             ownedEtcdClientTLS,
+}
+
 // EtcdReplicas is the number of etcd members.
 func (in *Input) EtcdReplicas() int32 { return ptr.Deref(in.ControlPlane.Spec.Etcd.Replicas, 3) }
 

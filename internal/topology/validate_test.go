@@ -86,6 +86,11 @@ func TestValidateTopologyRejectsImpossibleCombinations(t *testing.T) {
 			`spec.topology.variables[etcdVolumeSize]: Invalid value: "0": must be a positive size such as 2Gi`,
 		},
 		{
+			"an etcd volume beyond any use",
+			map[string]any{VarEtcdVolumeSize: "2Ti"},
+			`spec.topology.variables[etcdVolumeSize]: Invalid value: "2Ti": must be at most 1Ti: etcd keeps its database within a few GiB (8Gi is the most its quota should be), so a larger volume only wastes storage`,
+		},
+		{
 			"several problems, in a fixed order",
 			map[string]any{VarEtcdReplicas: 2, VarCertSANs: []string{"-bad-"}},
 			`[spec.topology.variables[etcdReplicas]: Invalid value: 2: must be odd: 2 etcd members tolerate no more failures than 1, and need more of them for a quorum; use 1, 3 or 5, ` +
@@ -109,6 +114,19 @@ func TestValidateTopologyNamesTemplateFields(t *testing.T) {
 	assert.Equal(t, runtimehooksv1.ResponseStatusFailure, status)
 	assert.Equal(t, `[spec.template.spec.exposure: Forbidden: exposure applies only without a gateway; set either spec.gateway or spec.exposure, not both, `+
 		`spec.template.spec.gateway: Invalid value: "capi-system/capi": no Gateway capi-system/capi exists]`, msg)
+}
+
+// Rules on what no variable sets (args the controller owns, image
+// references) name the template's field.
+func TestValidateTopologyNamesTemplateArgsAndImages(t *testing.T) {
+	h := handlers(t, passthroughGateway(types.NamespacedName{Namespace: "capi-system", Name: "capi"}))
+	template := applyPatch(t, sampleTemplate(t), `[{"op":"add","path":"/spec/template/spec/etcd","value":{
+		"args":{"initial-cluster":"x","quota-backend-bytes":"8589934592"},"image":{"registry":"https://mirror.example.com"}}}]`)
+	status, msg := validate(t, h, template, map[string]any{VarEtcdVolumeSize: "8Gi"})
+	assert.Equal(t, runtimehooksv1.ResponseStatusFailure, status)
+	assert.Equal(t, `[spec.template.spec.etcd.image.registry: Invalid value: "https://mirror.example.com": must be a registry host with an optional port and path, `+
+		`such as registry.example.com, registry.example.com:5000 or registry.example.com/mirror, without a scheme or a trailing "/", `+
+		`spec.template.spec.etcd.args[initial-cluster]: Forbidden: set by the controller (it defines the etcd cluster's membership, which the controller manages); remove it]`, msg)
 }
 
 func TestValidateTopologyAcceptsAWorkableTopology(t *testing.T) {

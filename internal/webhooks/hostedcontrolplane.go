@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -44,16 +45,23 @@ func (HostedControlPlane) Default(_ context.Context, hcp *v1alpha1.HostedControl
 	return nil
 }
 
-// ValidateCreate checks a new HostedControlPlane.
+// ValidateCreate checks a new HostedControlPlane, and warns about args that
+// weaken its security.
 func (HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	return nil, invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlane(hcp))
+	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlane(hcp))
 }
 
-// ValidateUpdate checks a HostedControlPlane and its change from old.
+// ValidateUpdate checks a HostedControlPlane and its change from old. What
+// old already broke is not refused again (see newErrors), nor warned about.
 func (HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	errs := ValidateHostedControlPlane(hcp)
+	errs := newErrors(ValidateHostedControlPlane(old), ValidateHostedControlPlane(hcp))
 	errs = append(errs, ValidateHostedControlPlaneUpdate(old, hcp)...)
-	return nil, invalid("HostedControlPlane", hcp.Name, errs)
+	warnings := newWarnings(controlPlaneWarnings(old), controlPlaneWarnings(hcp))
+	return warnings, invalid("HostedControlPlane", hcp.Name, errs)
+}
+
+func controlPlaneWarnings(hcp *v1alpha1.HostedControlPlane) admission.Warnings {
+	return SettingsWarnings(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings)
 }
 
 // ValidateDelete allows every delete; the controller's finalizer takes care
@@ -75,12 +83,14 @@ func (w HostedControlPlaneTemplate) SetupWithManager(mgr ctrl.Manager) error {
 
 // ValidateCreate checks a new template.
 func (HostedControlPlaneTemplate) ValidateCreate(_ context.Context, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
-	return nil, invalid("HostedControlPlaneTemplate", t.Name, validateTemplate(t))
+	return templateWarnings(t), invalid("HostedControlPlaneTemplate", t.Name, validateTemplate(t))
 }
 
-// ValidateUpdate checks a changed template.
-func (HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, _, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
-	return nil, invalid("HostedControlPlaneTemplate", t.Name, validateTemplate(t))
+// ValidateUpdate checks a changed template, refusing only what old did not
+// already break.
+func (HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, old, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
+	warnings := newWarnings(templateWarnings(old), templateWarnings(t))
+	return warnings, invalid("HostedControlPlaneTemplate", t.Name, newErrors(validateTemplate(old), validateTemplate(t)))
 }
 
 // ValidateDelete allows every delete.
@@ -89,7 +99,44 @@ func (HostedControlPlaneTemplate) ValidateDelete(context.Context, *v1alpha1.Host
 }
 
 func validateTemplate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
-	return ValidateSettings(field.NewPath("spec", "template", "spec"), &t.Spec.Template.Spec.ControlPlaneSettings)
+	return ValidateSettings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
+}
+
+func templateWarnings(t *v1alpha1.HostedControlPlaneTemplate) admission.Warnings {
+	return SettingsWarnings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
+}
+
+var templateSpecPath = field.NewPath("spec", "template", "spec")
+
+// newErrors are the errors of an updated object that the stored one did
+// not already have. A rule added in a later release then refuses new input,
+// but never an unrelated change (a finalizer, a scale, the controller
+// filling in the endpoint) of an object stored before it, as the API
+// server's own CRD validation ratchets.
+func newErrors(stored, errs field.ErrorList) field.ErrorList {
+	had := map[string]bool{}
+	for _, e := range stored {
+		had[e.Error()] = true
+	}
+	var fresh field.ErrorList
+	for _, e := range errs {
+		if !had[e.Error()] {
+			fresh = append(fresh, e)
+		}
+	}
+	return fresh
+}
+
+// newWarnings are the warnings of an updated object that the stored one did
+// not already earn, so an update warns about what it changes.
+func newWarnings(stored, warnings admission.Warnings) admission.Warnings {
+	var fresh admission.Warnings
+	for _, w := range warnings {
+		if !slices.Contains(stored, w) {
+			fresh = append(fresh, w)
+		}
+	}
+	return fresh
 }
 
 // invalid turns field errors into the API's Invalid status, or nil.

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 )
 
 // minCADuration is the shortest lifetime accepted for a certificate
@@ -27,19 +30,22 @@ func ValidateSettings(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.
 	var errs field.ErrorList
 	errs = append(errs, validateExposure(path, s)...)
 	errs = append(errs, validateCertSANs(path.Child("apiServer", "certSANs"), s.APIServer.CertSANs)...)
-
-	deployment := path.Child("deployment")
-	errs = append(errs, validateArgs(deployment.Child("apiServer", "args"), s.Deployment.APIServer.Args)...)
-	errs = append(errs, validateArgs(deployment.Child("apiServer", "konnectivity", "args"), s.Deployment.APIServer.Konnectivity.Args)...)
-	errs = append(errs, validateArgs(deployment.Child("controllerManager", "args"), s.Deployment.ControllerManager.Args)...)
-	errs = append(errs, validateArgs(deployment.Child("scheduler", "args"), s.Deployment.Scheduler.Args)...)
-	errs = append(errs, validateArgs(path.Child("konnectivityClient", "args"), s.KonnectivityClient.Args)...)
-	errs = append(errs, validateArgs(path.Child("coredns", "args"), s.CoreDNS.Args)...)
-	errs = append(errs, validateArgs(path.Child("kubeProxy", "args"), s.KubeProxy.Args)...)
-
+	for _, c := range containers(path, s) {
+		errs = append(errs, c.validate()...)
+	}
 	errs = append(errs, validateEtcd(path.Child("etcd"), &s.Etcd)...)
 	errs = append(errs, validateCertificates(path.Child("certificates"), &s.Certificates)...)
 	return errs
+}
+
+// SettingsWarnings are the args that weaken the security of a component,
+// which admission allows but warns about.
+func SettingsWarnings(path *field.Path, s *v1alpha1.ControlPlaneSettings) []string {
+	var warnings []string
+	for _, c := range containers(path, s) {
+		warnings = append(warnings, c.warnings()...)
+	}
+	return warnings
 }
 
 func validateExposure(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.ErrorList {
@@ -86,36 +92,50 @@ func validateCertSANs(path *field.Path, sans []string) field.ErrorList {
 	return errs
 }
 
-func validateArgs(path *field.Path, args map[string]string) field.ErrorList {
+// MaxEtcdVolumeSize is the largest etcd volume admission accepts. etcd
+// keeps its database within a few GiB (its quota is 2GiB by default and
+// 8GiB the recommended most), so anything near a terabyte is a typo.
+var MaxEtcdVolumeSize = resource.MustParse("1Ti")
+
+func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	var errs field.ErrorList
-	for name := range args {
-		if name == "" || strings.HasPrefix(name, "-") || strings.ContainsAny(name, "= ") {
-			errs = append(errs, field.Invalid(path.Key(name), name,
-				`must be a flag name without leading dashes, spaces or "=" (for example "v" for --v)`))
+	if size := etcd.VolumeSize; size != nil {
+		switch {
+		case ptr.Deref(etcd.AutoGrow, false):
+			errs = append(errs, field.Forbidden(path.Child("volumeSize"),
+				"a fixed volumeSize cannot be combined with autoGrow: remove volumeSize to let the controller size the volumes, or set autoGrow to false"))
+		case size.Sign() <= 0:
+			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), "must be a positive size such as 2Gi"))
+		case size.Cmp(MaxEtcdVolumeSize) > 0:
+			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), fmt.Sprintf(
+				"must be at most %s: etcd keeps its database within a few GiB (8Gi is the most its quota should be), so a larger volume only wastes storage",
+				MaxEtcdVolumeSize.String())))
 		}
+	}
+	if etcd.Backup != nil {
+		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
 	}
 	return errs
 }
 
-func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
+func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorList {
 	var errs field.ErrorList
-	if ptr.Deref(etcd.AutoGrow, false) && etcd.VolumeSize != nil {
-		errs = append(errs, field.Forbidden(path.Child("volumeSize"),
-			"a fixed volumeSize cannot be combined with autoGrow: remove volumeSize to let the controller size the volumes, or set autoGrow to false"))
+	if _, err := cron.ParseStandard(backup.Schedule); err != nil {
+		errs = append(errs, field.Invalid(path.Child("schedule"), backup.Schedule,
+			fmt.Sprintf("must be a cron schedule with five fields (for example \"0 3 * * *\") or a descriptor such as @daily: %v", err)))
 	}
-	if etcd.VolumeSize != nil && etcd.VolumeSize.Sign() <= 0 {
-		errs = append(errs, field.Invalid(path.Child("volumeSize"), etcd.VolumeSize.String(),
-			"must be a positive size such as 2Gi"))
-	}
-	errs = append(errs, validateArgs(path.Child("args"), etcd.Args)...)
-	if etcd.Backup != nil {
-		backup := path.Child("backup")
-		if _, err := cron.ParseStandard(etcd.Backup.Schedule); err != nil {
-			errs = append(errs, field.Invalid(backup.Child("schedule"), etcd.Backup.Schedule,
-				fmt.Sprintf("must be a cron schedule with five fields (for example \"0 3 * * *\") or a descriptor such as @daily: %v", err)))
+	secret := path.Child("secret")
+	if backup.Secret.Name == "" {
+		errs = append(errs, field.Required(secret.Child("name"),
+			"secret is required: name the Secret that holds the S3 endpoint, bucket and credentials"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(backup.Secret.Name) {
+			errs = append(errs, field.Invalid(secret.Child("name"), backup.Secret.Name, "must be a Secret name: "+msg))
 		}
-		for _, msg := range validation.IsDNS1123Subdomain(etcd.Backup.Secret.Name) {
-			errs = append(errs, field.Invalid(backup.Child("secret", "name"), etcd.Backup.Secret.Name, "must be a Secret name: "+msg))
+	}
+	if ns := backup.Secret.Namespace; ns != nil {
+		for _, msg := range validation.IsDNS1123Label(*ns) {
+			errs = append(errs, field.Invalid(secret.Child("namespace"), *ns, "must be a namespace name: "+msg))
 		}
 	}
 	return errs
@@ -142,16 +162,57 @@ func validateCertificates(path *field.Path, c *v1alpha1.CertificatesSpec) field.
 // ValidateHostedControlPlane checks a HostedControlPlane on its own.
 func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	spec := field.NewPath("spec")
-	var errs field.ErrorList
-	if _, err := v1alpha1.ParseVersion(hcp.Spec.Version); err != nil {
-		errs = append(errs, field.Invalid(spec.Child("version"), hcp.Spec.Version,
-			"must be a semantic version such as v1.36.3"))
-	}
+	errs := validateVersion(spec.Child("version"), hcp.Spec.Version)
 	errs = append(errs, ValidateSettings(spec, &hcp.Spec.ControlPlaneSettings)...)
-	if hcp.Spec.Gateway == nil && hcp.Spec.Exposure != nil && hcp.Spec.Exposure.Type == v1alpha1.ExposureClusterIP &&
-		hcp.Spec.ControlPlaneEndpoint.Host == "" {
-		errs = append(errs, field.Required(spec.Child("controlPlaneEndpoint", "host"),
-			"exposure type ClusterIP needs the address you route to the API server Service; set spec.controlPlaneEndpoint host and port"))
+	return append(errs, validateEndpoint(spec.Child("controlPlaneEndpoint"), hcp)...)
+}
+
+func validateVersion(path *field.Path, version string) field.ErrorList {
+	v, err := v1alpha1.ParseVersion(version)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(path, version, "must be a semantic version such as v1.36.3")}
+	case len(v.Build) > 0:
+		return field.ErrorList{field.Invalid(path, version,
+			`must not carry build metadata (the part after "+"): the version picks the images and labels the pods; use a version such as v1.36.3`)}
+	case !v1alpha1.IsSupportedVersion(v):
+		return field.ErrorList{field.Invalid(path, version,
+			fmt.Sprintf("this release runs Kubernetes %s; choose a version in that range", v1alpha1.SupportedVersions()))}
+	}
+	if msgs := validation.IsValidLabelValue(version); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(path, version, "must fit a label value, as the API server pods are labelled with it: "+strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// The node ports a NodePort Service may ask for, in a cluster with the
+// default --service-node-port-range.
+const (
+	minNodePort = 30000
+	maxNodePort = 32767
+)
+
+// validateEndpoint checks the endpoint a user sets against the exposure
+// type that serves it; a gateway or a load balancer provides its own.
+func validateEndpoint(path *field.Path, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	ep := hcp.Spec.ControlPlaneEndpoint
+	var errs field.ErrorList
+	switch exposureType(hcp) {
+	case v1alpha1.ExposureClusterIP:
+		if ep.Host == "" {
+			errs = append(errs, field.Required(path.Child("host"),
+				"exposure type ClusterIP needs the address you route to the API server Service; set spec.controlPlaneEndpoint host and port"))
+		}
+		if ep.Port == 0 {
+			errs = append(errs, field.Required(path.Child("port"),
+				"exposure type ClusterIP needs the port you route to the API server Service; set spec.controlPlaneEndpoint host and port"))
+		}
+	case v1alpha1.ExposureNodePort:
+		if ep.Port != 0 && (ep.Port < minNodePort || ep.Port > maxNodePort) {
+			errs = append(errs, field.Invalid(path.Child("port"), ep.Port, fmt.Sprintf(
+				"with exposure type NodePort the port is the node port the API server Service asks for, so it must be within %d-%d; leave it unset to have one allocated",
+				minNodePort, maxNodePort)))
+		}
 	}
 	return errs
 }
@@ -161,20 +222,8 @@ func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorLis
 func ValidateHostedControlPlaneUpdate(old, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs := validateVersionChange(spec.Child("version"), old.Spec.Version, hcp.Spec.Version)
-
-	if old.Spec.ControlPlaneEndpoint.Host != "" && hcp.Spec.ControlPlaneEndpoint != old.Spec.ControlPlaneEndpoint {
-		errs = append(errs, immutable(spec.Child("controlPlaneEndpoint"),
-			fmt.Sprintf("%s:%d", old.Spec.ControlPlaneEndpoint.Host, old.Spec.ControlPlaneEndpoint.Port),
-			"workers and kubeconfigs already point at it"))
-	}
-	if !apiequality.Semantic.DeepEqual(old.Spec.Gateway, hcp.Spec.Gateway) {
-		errs = append(errs, immutable(spec.Child("gateway"), gatewayString(old.Spec.Gateway),
-			"it decides the API server's endpoint"))
-	}
-	if exposureType(old) != exposureType(hcp) {
-		errs = append(errs, immutable(spec.Child("exposure", "type"), string(exposureType(old)),
-			"it decides the API server's endpoint"))
-	}
+	errs = append(errs, validateEndpointChange(spec.Child("controlPlaneEndpoint"), old.Spec.ControlPlaneEndpoint, hcp.Spec.ControlPlaneEndpoint)...)
+	errs = append(errs, validateServingChange(spec, old, hcp)...)
 	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.StorageClassName, hcp.Spec.Etcd.StorageClassName) {
 		errs = append(errs, immutable(spec.Child("etcd", "storageClassName"),
 			ptr.Deref(old.Spec.Etcd.StorageClassName, "(cluster default)"), "existing etcd volumes cannot move"))
@@ -188,21 +237,72 @@ func immutable(path *field.Path, was, why string) *field.Error {
 	return field.Forbidden(path, fmt.Sprintf("cannot change once set (was %s): %s; create a new control plane instead", was, why))
 }
 
-func gatewayString(gw *v1alpha1.GatewayReference) string {
-	if gw == nil {
-		return "unset"
+// validateEndpointChange keeps each part of the endpoint once it is set,
+// and lets an unset part be filled: a NodePort control plane gets its port
+// once the Service has one, after the user gave the host.
+func validateEndpointChange(path *field.Path, old, ep clusterv1.APIEndpoint) field.ErrorList {
+	const why = "workers and kubeconfigs already point at it"
+	var errs field.ErrorList
+	if old.Host != "" && ep.Host != old.Host {
+		errs = append(errs, immutable(path.Child("host"), old.Host, why))
 	}
-	return gw.Namespace + "/" + gw.Name
+	if old.Port != 0 && ep.Port != old.Port {
+		errs = append(errs, immutable(path.Child("port"), strconv.Itoa(int(old.Port)), why))
+	}
+	return errs
 }
 
+// validateServingChange keeps what serves the API server, a gateway or a
+// Service of the exposure type: workers and kubeconfigs point at its address.
+func validateServingChange(spec *field.Path, old, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	was, is := old.Spec.Gateway, hcp.Spec.Gateway
+	switch {
+	case was == nil && is != nil:
+		return field.ErrorList{field.Forbidden(spec.Child("gateway"), fmt.Sprintf(
+			"a gateway cannot be added to a control plane that is already served through %s: workers and kubeconfigs point at its address; create a new control plane to serve one through a gateway",
+			serviceDescription(old)))}
+	case was != nil && is == nil:
+		return field.ErrorList{field.Forbidden(spec.Child("gateway"), fmt.Sprintf(
+			"the gateway cannot be removed: the control plane is served through the Gateway %s and workers and kubeconfigs point at its address; create a new control plane to serve one through a Service",
+			gatewayString(was)))}
+	case was != nil && !apiequality.Semantic.DeepEqual(was, is):
+		return field.ErrorList{immutable(spec.Child("gateway"), gatewayString(was), "it decides the API server's endpoint")}
+	case was == nil && exposureType(old) != exposureType(hcp):
+		return field.ErrorList{immutable(spec.Child("exposure", "type"), exposureTypeString(old), "it decides the API server's endpoint")}
+	}
+	return nil
+}
+
+func gatewayString(gw *v1alpha1.GatewayReference) string { return gw.Namespace + "/" + gw.Name }
+
+// exposureType is the Service type that serves a control plane without a
+// gateway, LoadBalancer unless the spec says.
 func exposureType(hcp *v1alpha1.HostedControlPlane) v1alpha1.ExposureType {
 	if hcp.Spec.Gateway != nil {
-		return "Gateway"
+		return ""
 	}
 	if hcp.Spec.Exposure == nil || hcp.Spec.Exposure.Type == "" {
 		return v1alpha1.ExposureLoadBalancer
 	}
 	return hcp.Spec.Exposure.Type
+}
+
+// exposureTypeString is the exposure type, marked as the default when the
+// user never chose it.
+func exposureTypeString(hcp *v1alpha1.HostedControlPlane) string {
+	if hcp.Spec.Exposure == nil || hcp.Spec.Exposure.Type == "" {
+		return string(v1alpha1.ExposureLoadBalancer) + ", the default"
+	}
+	return string(hcp.Spec.Exposure.Type)
+}
+
+// serviceDescription names the Service that serves a control plane without
+// a gateway, and the field that chose it if the user did.
+func serviceDescription(hcp *v1alpha1.HostedControlPlane) string {
+	if hcp.Spec.Exposure == nil || hcp.Spec.Exposure.Type == "" {
+		return "a LoadBalancer Service (the default exposure)"
+	}
+	return fmt.Sprintf("a %s Service (spec.exposure.type)", hcp.Spec.Exposure.Type)
 }
 
 func validateVersionChange(path *field.Path, oldVersion, newVersion string) field.ErrorList {
@@ -251,6 +351,11 @@ func validateEtcdScaleDown(path *field.Path, old, hcp *v1alpha1.HostedControlPla
 func validateVolumeGrowth(path *field.Path, old, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	want := hcp.Spec.Etcd.VolumeSize
 	if want == nil {
+		if had := old.Spec.Etcd.VolumeSize; had != nil {
+			return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
+				"cannot be removed once set (was %s): volumes only grow, and without it they would be sized at the default %s; set it to at least %s",
+				had, components.DefaultEtcdVolumeSize.String(), had))}
+		}
 		return nil
 	}
 	for _, had := range []*resource.Quantity{old.Spec.Etcd.VolumeSize, old.Status.Etcd.VolumeSize} {

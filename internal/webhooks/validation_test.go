@@ -2,10 +2,12 @@ package webhooks
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -92,4 +94,357 @@ func TestTemplateErrorsPointIntoTheTemplate(t *testing.T) {
 	require.Len(t, errs, 2)
 	assert.Equal(t, "spec.template.spec.gateway.namespace", errs[0].Field)
 	assert.Equal(t, "spec.template.spec.exposure", errs[1].Field)
+}
+
+// valid is a control plane that passes validation, for tests to break.
+func valid() *v1alpha1.HostedControlPlane {
+	hcp := &v1alpha1.HostedControlPlane{}
+	hcp.Name = "demo"
+	hcp.Spec.Version = "v1.36.3"
+	return hcp
+}
+
+// errorsOf validates a changed copy of valid() and returns its messages.
+func errorsOf(change func(*v1alpha1.HostedControlPlane)) []string {
+	hcp := valid()
+	change(hcp)
+	var msgs []string
+	for _, e := range ValidateHostedControlPlane(hcp) {
+		msgs = append(msgs, e.Error())
+	}
+	return msgs
+}
+
+func TestValidIsValid(t *testing.T) {
+	assert.Empty(t, ValidateHostedControlPlane(valid()))
+}
+
+func TestVersionRange(t *testing.T) {
+	for _, ok := range []string{"v1.31.0", "v1.31.0-rc.1", "v1.33.0", "v1.36.0-rc.1", "v1.36.3", "v1.36.99"} {
+		assert.Empty(t, errorsOf(func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = ok }), ok)
+	}
+	outside := `: this release runs Kubernetes v1.31.x to v1.36.x; choose a version in that range`
+	for version, want := range map[string]string{
+		"v0.0.1":       `spec.version: Invalid value: "v0.0.1"` + outside,
+		"v1.10.0":      `spec.version: Invalid value: "v1.10.0"` + outside,
+		"v1.30.9":      `spec.version: Invalid value: "v1.30.9"` + outside,
+		"v1.37.0-rc.0": `spec.version: Invalid value: "v1.37.0-rc.0"` + outside,
+		"v1.99.0":      `spec.version: Invalid value: "v1.99.0"` + outside,
+		"v2.0.0":       `spec.version: Invalid value: "v2.0.0"` + outside,
+		"v1.33.0+evil": `spec.version: Invalid value: "v1.33.0+evil": must not carry build metadata (the part after "+")`,
+		"latest":       `spec.version: Invalid value: "latest": must be a semantic version such as v1.36.3`,
+	} {
+		msgs := errorsOf(func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = version })
+		if assert.Len(t, msgs, 1, version) {
+			assert.Contains(t, msgs[0], want, version)
+		}
+	}
+	long := errorsOf(func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-" + strings.Repeat("a", 60) })
+	if assert.Len(t, long, 1) {
+		assert.Contains(t, long[0], "must fit a label value, as the API server pods are labelled with it")
+	}
+}
+
+func TestArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.HostedControlPlane)
+		want   []string
+	}{
+		{"tuning flags stay open", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Args = map[string]string{"v": "2", "audit-log-maxage": "7", "service-account-issuer": "https://issuer.example.com"}
+			h.Spec.Etcd.Args = map[string]string{"quota-backend-bytes": "8589934592", "snapshot-count": "5000"}
+			h.Spec.Deployment.ControllerManager.Args = map[string]string{"allocate-node-cidrs": "false", "cluster-cidr": "10.244.0.0/16"}
+		}, nil},
+		{"the API server's etcd", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Args = map[string]string{"etcd-servers": "https://elsewhere:2379", "etcd_cafile": "/ca.crt"}
+		}, []string{
+			"spec.deployment.apiServer.args[etcd-servers]: Forbidden: set by the controller (it points the API server at the hosted etcd); remove it",
+			"spec.deployment.apiServer.args[etcd_cafile]: Forbidden: set by the controller (it is the etcd client certificate the controller issues and mounts); remove it",
+		}},
+		{"etcd membership and files", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.Args = map[string]string{"data-dir": "/tmp", "initial-cluster-state": "existing", "peer-cert-file": "/x"}
+		}, []string{
+			"spec.etcd.args[data-dir]: Forbidden: set by the controller (it is where the member's volume is mounted); remove it",
+			"spec.etcd.args[initial-cluster-state]: Forbidden: set by the controller (it defines the etcd cluster's membership, which the controller manages); remove it",
+			"spec.etcd.args[peer-cert-file]: Forbidden: set by the controller (members authenticate each other with the certificates the controller issues); remove it",
+		}},
+		{"every container has its owned flags", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Konnectivity.Args = map[string]string{"uds-name": "/x"}
+			h.Spec.Deployment.ControllerManager.Args = map[string]string{"cluster-signing-key-file": "/x"}
+			h.Spec.Deployment.Scheduler.Args = map[string]string{"kubeconfig": "/x"}
+			h.Spec.KonnectivityClient.Args = map[string]string{"proxy-server-host": "x"}
+			h.Spec.CoreDNS.Args = map[string]string{"conf": "/x"}
+			h.Spec.KubeProxy.Args = map[string]string{"hostname-override": "x", "config": "", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}
+		}, []string{
+			"spec.deployment.apiServer.konnectivity.args[uds-name]: Forbidden: set by the controller",
+			"spec.deployment.controllerManager.args[cluster-signing-key-file]: Forbidden: set by the controller",
+			"spec.deployment.scheduler.args[kubeconfig]: Forbidden: set by the controller",
+			"spec.konnectivityClient.args[proxy-server-host]: Forbidden: set by the controller",
+			"spec.coredns.args[conf]: Forbidden: set by the controller",
+			"spec.kubeProxy.args[hostname-override]: Forbidden: set by the controller",
+		}},
+		{"malformed and too long", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Args = map[string]string{"--v": "4", "feature-gates": strings.Repeat("A=true,", 600)}
+		}, []string{
+			`spec.deployment.apiServer.args[--v]: Invalid value: "--v": must be a flag name without leading dashes`,
+			"spec.deployment.apiServer.args[feature-gates]: Too long: may not be more than 4096 bytes",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := errorsOf(tc.change)
+			require.Len(t, msgs, len(tc.want), "%q", msgs)
+			for i, want := range tc.want {
+				assert.Contains(t, msgs[i], want)
+			}
+		})
+	}
+}
+
+func TestImages(t *testing.T) {
+	image := func(registry, repository, tag string) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			img := &v1alpha1.ImageSpec{}
+			for _, part := range []struct {
+				value string
+				into  **string
+			}{{registry, &img.Registry}, {repository, &img.Repository}, {tag, &img.Tag}} {
+				if part.value != "-" {
+					*part.into = ptr.To(part.value)
+				}
+			}
+			h.Spec.Etcd.Image = img
+		}
+	}
+	for _, ok := range [][3]string{
+		{"registry.k8s.io", "etcd", "3.6.8-0"},
+		{"localhost:5000", "kas-network-proxy/proxy-server", "v0.36.0"},
+		{"mirror.example.com/k8s", "-", "-"},
+		{"[2001:db8::1]:5000", "-", "v1.36.3_custom"},
+		{"-", "-", strings.Repeat("a", 128)},
+	} {
+		assert.Empty(t, errorsOf(image(ok[0], ok[1], ok[2])), ok)
+	}
+	for _, tc := range []struct{ registry, repository, tag, want string }{
+		{"https://registry.example.com", "-", "-", `spec.etcd.image.registry: Invalid value: "https://registry.example.com": must be a registry host`},
+		{"registry.example.com/", "-", "-", "spec.etcd.image.registry: Invalid value"},
+		{"my_registry", "-", "-", "spec.etcd.image.registry: Invalid value"},
+		{"", "-", "-", "spec.etcd.image.registry: Invalid value"},
+		{"-", "Etcd", "-", `spec.etcd.image.repository: Invalid value: "Etcd": must be a repository path`},
+		{"-", "etcd:3.6", "-", "spec.etcd.image.repository: Invalid value"},
+		{"-", "/etcd", "-", "spec.etcd.image.repository: Invalid value"},
+		{"-", "-", "-v1", `spec.etcd.image.tag: Invalid value: "-v1": must be an image tag`},
+		{"-", "-", "v1@sha256:abc", "spec.etcd.image.tag: Invalid value"},
+		{"-", "-", strings.Repeat("a", 129), "spec.etcd.image.tag: Invalid value"},
+		{"-", "-", "", "spec.etcd.image.tag: Invalid value"},
+	} {
+		msgs := errorsOf(image(tc.registry, tc.repository, tc.tag))
+		if assert.Len(t, msgs, 1, "%+v", tc) {
+			assert.Contains(t, msgs[0], tc.want)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	hcp := valid()
+	hcp.Spec.Deployment.APIServer.Args = map[string]string{
+		"authorization-mode": "AlwaysAllow", "profiling": "true", "enable-admission-plugins": "PodSecurity", "v": "2",
+	}
+	hcp.Spec.Deployment.ControllerManager.Args = map[string]string{"use-service-account-credentials": "false"}
+	hcp.Spec.Deployment.Scheduler.Args = map[string]string{"profiling": "false"}
+	warnings, err := HostedControlPlane{}.ValidateCreate(context.Background(), hcp)
+	require.NoError(t, err, "weakening is allowed")
+	assert.Equal(t, []string{
+		`spec.deployment.apiServer.args[authorization-mode]: "AlwaysAllow" weakens security: AlwaysAllow lets every authenticated client do anything; the controller sets Node,RBAC`,
+		`spec.deployment.apiServer.args[enable-admission-plugins]: "PodSecurity" weakens security: without NodeRestriction, which the controller enables, a kubelet may modify other nodes and their pods`,
+		`spec.deployment.apiServer.args[profiling]: "true" weakens security: it serves profiling data, which the controller turns off`,
+		`spec.deployment.controllerManager.args[use-service-account-credentials]: "false" weakens security: every controller then acts with the controller manager's own broad permissions instead of its own service account`,
+	}, []string(warnings))
+
+	// An update warns about what it changes only.
+	updated := hcp.DeepCopy()
+	updated.Spec.Deployment.Scheduler.Args["profiling"] = "1"
+	warnings, err = HostedControlPlane{}.ValidateUpdate(context.Background(), hcp, updated)
+	require.NoError(t, err)
+	assert.Equal(t, []string{`spec.deployment.scheduler.args[profiling]: "1" weakens security: it serves profiling data, which the controller turns off`}, []string(warnings))
+}
+
+func TestEtcdVolumeAndBackup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.HostedControlPlane)
+		want   string
+	}{
+		{"1Ti is the most", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ti")) }, ""},
+		{
+			"1Ei", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ei")) },
+			`spec.etcd.volumeSize: Invalid value: "1Ei": must be at most 1Ti`,
+		},
+		{"backup without a secret", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily"}
+		}, "spec.etcd.backup.secret.name: Required value: secret is required: name the Secret that holds the S3 endpoint, bucket and credentials"},
+		{"backup secret namespace", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To("Backups")}}
+		}, `spec.etcd.backup.secret.namespace: Invalid value: "Backups": must be a namespace name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := errorsOf(tc.change)
+			if tc.want == "" {
+				assert.Empty(t, msgs)
+				return
+			}
+			require.Len(t, msgs, 1, "%q", msgs)
+			assert.Contains(t, msgs[0], tc.want)
+		})
+	}
+}
+
+func TestEndpointByExposure(t *testing.T) {
+	exposed := func(typ v1alpha1.ExposureType, host string, port int32) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Exposure = &v1alpha1.Exposure{Type: typ}
+			h.Spec.ControlPlaneEndpoint.Host, h.Spec.ControlPlaneEndpoint.Port = host, port
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.HostedControlPlane)
+		want   []string
+	}{
+		{"ClusterIP with both", exposed(v1alpha1.ExposureClusterIP, "api.example.com", 443), nil},
+		{"ClusterIP without port", exposed(v1alpha1.ExposureClusterIP, "api.example.com", 0), []string{
+			"spec.controlPlaneEndpoint.port: Required value: exposure type ClusterIP needs the port you route to the API server Service",
+		}},
+		{"ClusterIP without either", exposed(v1alpha1.ExposureClusterIP, "", 0), []string{
+			"spec.controlPlaneEndpoint.host: Required value", "spec.controlPlaneEndpoint.port: Required value",
+		}},
+		{"NodePort without endpoint", exposed(v1alpha1.ExposureNodePort, "", 0), nil},
+		{"NodePort with a host", exposed(v1alpha1.ExposureNodePort, "192.0.2.10", 0), nil},
+		{"NodePort with a node port", exposed(v1alpha1.ExposureNodePort, "", 30443), nil},
+		{"NodePort outside the range", exposed(v1alpha1.ExposureNodePort, "192.0.2.10", 6443), []string{
+			"spec.controlPlaneEndpoint.port: Invalid value: 6443: with exposure type NodePort the port is the node port the API server Service asks for, so it must be within 30000-32767",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := errorsOf(tc.change)
+			require.Len(t, msgs, len(tc.want), "%q", msgs)
+			for i, want := range tc.want {
+				assert.Contains(t, msgs[i], want)
+			}
+		})
+	}
+}
+
+func TestUpdates(t *testing.T) {
+	gateway := func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+	}
+	nodePort := func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
+	}
+	for _, tc := range []struct {
+		name        string
+		old, change func(*v1alpha1.HostedControlPlane)
+		want        string
+	}{
+		{
+			"a gateway added to the default exposure", func(*v1alpha1.HostedControlPlane) {}, gateway,
+			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a LoadBalancer Service (the default exposure)",
+		},
+		{
+			"a gateway added to a chosen exposure", nodePort, func(h *v1alpha1.HostedControlPlane) { h.Spec.Exposure = nil; gateway(h) },
+			"spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a NodePort Service (spec.exposure.type)",
+		},
+		{
+			"a gateway removed", gateway, func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway = nil },
+			"spec.gateway: Forbidden: the gateway cannot be removed: the control plane is served through the Gateway capi-system/capi",
+		},
+		{
+			"a default exposure changed", func(*v1alpha1.HostedControlPlane) {}, nodePort,
+			"spec.exposure.type: Forbidden: cannot change once set (was LoadBalancer, the default)",
+		},
+		{
+			"the default exposure made explicit", func(*v1alpha1.HostedControlPlane) {},
+			func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureLoadBalancer}
+			}, "",
+		},
+		{
+			"a host changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "a.example.com" },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "b.example.com" },
+			"spec.controlPlaneEndpoint.host: Forbidden: cannot change once set (was a.example.com)",
+		},
+		{
+			"a port changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 30443 },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 30444 },
+			"spec.controlPlaneEndpoint.port: Forbidden: cannot change once set (was 30443)",
+		},
+		{"a node port filled in after the host", func(h *v1alpha1.HostedControlPlane) {
+			nodePort(h)
+			h.Spec.ControlPlaneEndpoint.Host = "192.0.2.10"
+		}, func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 31234 }, ""},
+		{"a host filled in after the port", func(h *v1alpha1.HostedControlPlane) {
+			nodePort(h)
+			h.Spec.ControlPlaneEndpoint.Port = 31234
+		}, func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "192.0.2.10" }, ""},
+		{
+			"a volume size removed", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi")) },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = nil },
+			"spec.etcd.volumeSize: Forbidden: cannot be removed once set (was 4Gi): volumes only grow, and without it they would be sized at the default 2Gi; set it to at least 4Gi",
+		},
+		{
+			"an upgrade beyond the supported range", func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.36.3" },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.37.0" },
+			`spec.version: Invalid value: "v1.37.0": this release runs Kubernetes v1.31.x to v1.36.x`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := valid()
+			tc.old(old)
+			hcp := old.DeepCopy()
+			tc.change(hcp)
+			_, err := HostedControlPlane{}.ValidateUpdate(context.Background(), old, hcp)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			var status apierrors.APIStatus
+			require.ErrorAs(t, err, &status)
+			assert.Len(t, status.Status().Details.Causes, 1, "one problem: %v", err)
+		})
+	}
+}
+
+// A rule added later refuses new input but not an unrelated change of an
+// object stored before it: the controller must still remove its finalizer.
+func TestUpdatesRatchetWhatWasStored(t *testing.T) {
+	old := valid()
+	old.Spec.Version = "v1.30.2"
+	old.Spec.Etcd.Args = map[string]string{"data-dir": "/var/lib/etcd/other"}
+	hcp := old.DeepCopy()
+	hcp.Finalizers = nil
+	hcp.Spec.Replicas = ptr.To[int32](3)
+	_, err := HostedControlPlane{}.ValidateUpdate(context.Background(), old, hcp)
+	require.NoError(t, err)
+
+	hcp.Spec.Version = "v1.30.3"
+	hcp.Spec.Etcd.Args["name"] = "x"
+	_, err = HostedControlPlane{}.ValidateUpdate(context.Background(), old, hcp)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `spec.version: Invalid value: "v1.30.3": this release runs Kubernetes v1.31.x to v1.36.x`)
+	assert.Contains(t, err.Error(), "spec.etcd.args[name]: Forbidden")
+	assert.NotContains(t, err.Error(), "data-dir")
+}
+
+func TestTemplateUpdatesRatchetToo(t *testing.T) {
+	old := &v1alpha1.HostedControlPlaneTemplate{}
+	old.Spec.Template.Spec.KubeProxy.Args = map[string]string{"hostname-override": "mine"}
+	tmpl := old.DeepCopy()
+	tmpl.Labels = map[string]string{"a": "b"}
+	_, err := HostedControlPlaneTemplate{}.ValidateUpdate(context.Background(), old, tmpl)
+	require.NoError(t, err)
+	_, err = HostedControlPlaneTemplate{}.ValidateCreate(context.Background(), tmpl)
+	assert.ErrorContains(t, err, "spec.template.spec.kubeProxy.args[hostname-override]: Forbidden: set by the controller (it must be the node's name, which each pod reads from its own spec); remove it")
 }

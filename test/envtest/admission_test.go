@@ -1,6 +1,11 @@
 package envtest
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,7 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -200,6 +208,81 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, certificates: {rootCaCertificateDuration: 48h, caCertificateDuration: 96h}}`),
 			`spec.certificates.rootCaCertificateDuration: Invalid value: "48h0m0s": must be at least caCertificateDuration`,
 		},
+		"version below the supported range": {
+			hcp(`{version: v1.10.0}`),
+			`spec.version: Invalid value: "v1.10.0": this release runs Kubernetes v1.31.x to v1.36.x; choose a version in that range`,
+		},
+		"version v0.0.1":  {hcp(`{version: v0.0.1}`), `spec.version: Invalid value: "v0.0.1": this release runs Kubernetes v1.31.x to v1.36.x`},
+		"version v1.99.0": {hcp(`{version: v1.99.0}`), `spec.version: Invalid value: "v1.99.0": this release runs Kubernetes v1.31.x to v1.36.x`},
+		"version v2.0.0":  {hcp(`{version: v2.0.0}`), `spec.version: Invalid value: "v2.0.0": this release runs Kubernetes v1.31.x to v1.36.x`},
+		"version with build metadata": {
+			hcp(`{version: "v1.33.0+evil"}`),
+			`spec.version: Invalid value: "v1.33.0+evil": must not carry build metadata (the part after "+")`,
+		},
+		"etcd volume of an exabyte": {
+			hcp(`{version: v1.33.0, etcd: {volumeSize: 1Ei}}`),
+			`spec.etcd.volumeSize: Invalid value: "1Ei": must be at most 1Ti`,
+		},
+		"args without bound": {
+			hcp(`{version: v1.33.0, deployment: {apiServer: {args: {` + manyArgs(5000) + `}}}}`),
+			"spec.deployment.apiServer.args: Too many: 5000: must have at most 64 items",
+		},
+		"arg value too long": {
+			hcp(`{version: v1.33.0, deployment: {scheduler: {args: {feature-gates: "` + strings.Repeat("A", 5000) + `"}}}}`),
+			"spec.deployment.scheduler.args[feature-gates]: Too long: may not be more than 4096 bytes",
+		},
+		"API server arg the controller owns": {
+			hcp(`{version: v1.33.0, deployment: {apiServer: {args: {etcd-servers: "https://elsewhere:2379"}}}}`),
+			"spec.deployment.apiServer.args[etcd-servers]: Forbidden: set by the controller (it points the API server at the hosted etcd); remove it",
+		},
+		"etcd arg the controller owns": {
+			hcp(`{version: v1.33.0, etcd: {args: {initial-cluster-state: existing}}}`),
+			"spec.etcd.args[initial-cluster-state]: Forbidden: set by the controller (it defines the etcd cluster's membership, which the controller manages); remove it",
+		},
+		"controller manager arg the controller owns": {
+			hcp(`{version: v1.33.0, deployment: {controllerManager: {args: {cluster-signing-key-file: /tmp/key}}}}`),
+			"spec.deployment.controllerManager.args[cluster-signing-key-file]: Forbidden: set by the controller (it is the cluster CA the controller keeps, which signs kubelet certificates); remove it",
+		},
+		"konnectivity agent arg the controller owns": {
+			hcp(`{version: v1.33.0, konnectivityClient: {args: {proxy-server-host: elsewhere}}}`),
+			"spec.konnectivityClient.args[proxy-server-host]: Forbidden: set by the controller",
+		},
+		"image registry": {
+			hcp(`{version: v1.33.0, deployment: {apiServer: {image: {registry: "https://registry.example.com"}}}}`),
+			`spec.deployment.apiServer.image.registry: Invalid value: "https://registry.example.com": must be a registry host with an optional port and path`,
+		},
+		"image repository": {
+			hcp(`{version: v1.33.0, etcd: {image: {repository: "Etcd:3.6"}}}`),
+			`spec.etcd.image.repository: Invalid value: "Etcd:3.6": must be a repository path`,
+		},
+		"image tag": {
+			hcp(`{version: v1.33.0, coredns: {image: {tag: "-v1.14 "}}}`),
+			`spec.coredns.image.tag: Invalid value: "-v1.14 ": must be an image tag`,
+		},
+		"backup without a secret": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@daily"}}}`),
+			"spec.etcd.backup.secret.name: Required value: secret is required: name the Secret that holds the S3 endpoint, bucket and credentials",
+		},
+		"backup with an empty secret": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@daily", secret: {}}}}`),
+			"spec.etcd.backup.secret.name: Required value: secret is required",
+		},
+		"backup keeping nothing": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@daily", retentionCount: 0, secret: {name: s3}}}}`),
+			"spec.etcd.backup.retentionCount: Invalid value: 0: spec.etcd.backup.retentionCount in body should be greater than or equal to 1",
+		},
+		"ClusterIP without port": {
+			hcp(`{version: v1.33.0, exposure: {type: ClusterIP}, controlPlaneEndpoint: {host: api.example.com}}`),
+			"spec.controlPlaneEndpoint.port: Required value: exposure type ClusterIP needs the port you route to the API server Service",
+		},
+		"NodePort outside the node port range": {
+			hcp(`{version: v1.33.0, exposure: {type: NodePort}, controlPlaneEndpoint: {host: 192.0.2.10, port: 6443}}`),
+			"spec.controlPlaneEndpoint.port: Invalid value: 6443: with exposure type NodePort the port is the node port the API server Service asks for, so it must be within 30000-32767",
+		},
+		"template arg the controller owns": {
+			tmpl(`{deployment: {scheduler: {args: {leader-elect: "false"}}}}`),
+			"spec.template.spec.deployment.scheduler.args[leader-elect]: Forbidden: set by the controller (several replicas run and must not act at once); remove it",
+		},
 		"replicas zero": {
 			hcp(`{version: v1.33.0, replicas: 0}`),
 			"spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1",
@@ -230,6 +313,15 @@ func TestRejectsBadInput(t *testing.T) {
 	}
 }
 
+// manyArgs is n flags in YAML flow style.
+func manyArgs(n int) string {
+	args := make([]string, n)
+	for i := range args {
+		args[i] = fmt.Sprintf("flag-%d: %q", i, "x")
+	}
+	return strings.Join(args, ", ")
+}
+
 // base is a valid control plane that update tests start from.
 func base(ns, name string) *v1alpha1.HostedControlPlane {
 	hcp := &v1alpha1.HostedControlPlane{}
@@ -246,50 +338,84 @@ func TestRejectsBadUpdates(t *testing.T) {
 	for name, tc := range map[string]struct {
 		change func(*v1alpha1.HostedControlPlane)
 		want   string
+		// base adjusts the stored control plane first, when set.
+		base func(*v1alpha1.HostedControlPlane)
 	}{
 		"downgrade": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.32.9" },
-			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.32.9",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.32.9" },
+			want:   "spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.32.9",
 		},
 		"patch downgrade": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-rc.1" },
-			"spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.33.0-rc.1",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.33.0-rc.1" },
+			want:   "spec.version: Forbidden: cannot downgrade from v1.33.0 to v1.33.0-rc.1",
 		},
 		"minor skip": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.35.0" },
-			"spec.version: Forbidden: cannot skip a minor version from v1.33.0 to v1.35.0: upgrade to v1.34.x first",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.35.0" },
+			want:   "spec.version: Forbidden: cannot skip a minor version from v1.33.0 to v1.35.0: upgrade to v1.34.x first",
 		},
 		"major": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v2.0.0" },
-			"spec.version: Forbidden: cannot change the major version",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v2.0.0" },
+			want:   "spec.version: Forbidden: cannot change the major version",
 		},
 		"etcd shrink": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](1) },
-			`spec.etcd.replicas: Forbidden: cannot lower etcd members from 3 to 1 without consent`,
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](1) },
+			want:   `spec.etcd.replicas: Forbidden: cannot lower etcd members from 3 to 1 without consent`,
 		},
 		"volume shrink": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
-			"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 4Gi to 2Gi",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			want:   "spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 4Gi to 2Gi",
 		},
 		"storage class": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.StorageClassName = ptr.To("slow") },
-			"spec.etcd.storageClassName: Forbidden: cannot change once set (was fast)",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.StorageClassName = ptr.To("slow") },
+			want:   "spec.etcd.storageClassName: Forbidden: cannot change once set (was fast)",
 		},
 		"gateway": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway.Name = "other" },
-			"spec.gateway: Forbidden: cannot change once set (was capi-system/capi)",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway.Name = "other" },
+			want:   "spec.gateway: Forbidden: cannot change once set (was capi-system/capi)",
 		},
-		"gateway to exposure": {func(h *v1alpha1.HostedControlPlane) {
+		"gateway to exposure": {change: func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Gateway = nil
 			h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
-		}, "spec.exposure.type: Forbidden: cannot change once set (was Gateway)"},
-		"endpoint": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "elsewhere.example.com" },
-			"spec.controlPlaneEndpoint: Forbidden: cannot change once set (was api.example.com:443)",
+		}, want: "spec.gateway: Forbidden: the gateway cannot be removed: the control plane is served through the Gateway capi-system/capi and workers and kubeconfigs point at its address; create a new control plane to serve one through a Service"},
+		"gateway added": {
+			base: func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway = nil },
+			change: func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+			},
+			want: "spec.gateway: Forbidden: a gateway cannot be added to a control plane that is already served through a LoadBalancer Service (the default exposure): " +
+				"workers and kubeconfigs point at its address; create a new control plane to serve one through a gateway",
+		},
+		"default exposure changed": {
+			base: func(h *v1alpha1.HostedControlPlane) { h.Spec.Gateway = nil },
+			change: func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
+			},
+			want: "spec.exposure.type: Forbidden: cannot change once set (was LoadBalancer, the default)",
+		},
+		"endpoint host": {
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "elsewhere.example.com" },
+			want:   "spec.controlPlaneEndpoint.host: Forbidden: cannot change once set (was api.example.com): workers and kubeconfigs already point at it",
+		},
+		"endpoint port": {
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 6443 },
+			want:   "spec.controlPlaneEndpoint.port: Forbidden: cannot change once set (was 443): workers and kubeconfigs already point at it",
+		},
+		"volume size removed": {
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = nil },
+			want:   "spec.etcd.volumeSize: Forbidden: cannot be removed once set (was 4Gi): volumes only grow, and without it they would be sized at the default 2Gi; set it to at least 4Gi",
+		},
+		"upgrade beyond the supported range": {
+			base:   func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.36.3" },
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.37.0" },
+			want:   `spec.version: Invalid value: "v1.37.0": this release runs Kubernetes v1.31.x to v1.36.x; choose a version in that range`,
+		},
+		"owned arg added": {
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Args = map[string]string{"data-dir": "/tmp"} },
+			want:   "spec.etcd.args[data-dir]: Forbidden: set by the controller (it is where the member's volume is mounted); remove it",
 		},
 		"invalid on update too": {
-			func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },
-			"spec.etcd.replicas: Unsupported value: 4",
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },
+			want:   "spec.etcd.replicas: Unsupported value: 4",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -297,6 +423,9 @@ func TestRejectsBadUpdates(t *testing.T) {
 			hcp := base(ns, "")
 			hcp.GenerateName = "update-"
 			hcp.Spec.ControlPlaneEndpoint.Host, hcp.Spec.ControlPlaneEndpoint.Port = "api.example.com", 443
+			if tc.base != nil {
+				tc.base(hcp)
+			}
 			require.NoError(t, env.Client.Create(ctx, hcp))
 			before := hcp.DeepCopy()
 
@@ -341,4 +470,78 @@ func TestAllowedUpdates(t *testing.T) {
 	assert.Equal(t, ptr.To[int32](3), stored.Spec.Etcd.Replicas)
 	assert.Equal(t, "8Gi", stored.Spec.Etcd.VolumeSize.String())
 	assert.Equal(t, "allowed.example.com", stored.Spec.ControlPlaneEndpoint.Host)
+}
+
+// With exposure NodePort the user may give the host alone: the controller
+// fills in the node port once the Service has one. From then on each part
+// stays as it is.
+func TestNodePortEndpointIsFilledPartByPart(t *testing.T) {
+	ctx := testContext(t)
+	hcp := base(namespace(t), "nodeport")
+	hcp.Spec.Gateway = nil
+	hcp.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
+	hcp.Spec.ControlPlaneEndpoint.Host = "192.0.2.10"
+	require.NoError(t, env.Client.Create(ctx, hcp))
+
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 31234 }),
+		"an unset port may be filled in")
+	before := hcp.DeepCopy()
+	err := update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Port = 31235 })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.controlPlaneEndpoint.port: Forbidden: cannot change once set (was 31234)")
+	after := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(before), after))
+	assert.Equal(t, before.Generation, after.Generation, "nothing stored changed")
+	assert.Equal(t, clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 31234}, after.Spec.ControlPlaneEndpoint)
+}
+
+// warnings records the warnings the API server sends a client.
+type warnings struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+// take returns the distinct warnings so far (a request retried on a
+// conflict earns its warnings twice) and forgets them.
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	texts := slices.Compact(slices.Sorted(slices.Values(w.texts)))
+	w.texts = nil
+	return texts
+}
+
+// Args that weaken security are allowed, and the client that sets them is
+// told why they are a risk, on create and on the update that adds them.
+func TestWarningsReachTheClient(t *testing.T) {
+	ctx := testContext(t)
+	recorder := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandlerWithContext = recorder
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	require.NoError(t, err)
+
+	hcp := base(namespace(t), "weakened")
+	hcp.Spec.Deployment.APIServer.Args = map[string]string{"authorization-mode": "AlwaysAllow"}
+	require.NoError(t, c.Create(ctx, hcp), "weakening is allowed")
+	assert.Equal(t, []string{
+		`spec.deployment.apiServer.args[authorization-mode]: "AlwaysAllow" weakens security: AlwaysAllow lets every authenticated client do anything; the controller sets Node,RBAC`,
+	}, recorder.take())
+
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error { // the controller may write it meanwhile
+		if err := c.Get(ctx, client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		hcp.Spec.Deployment.ControllerManager.Args = map[string]string{"profiling": "true"}
+		return c.Update(ctx, hcp)
+	}))
+	assert.Equal(t, []string{
+		`spec.deployment.controllerManager.args[profiling]: "true" weakens security: it serves profiling data, which the controller turns off`,
+	}, recorder.take(), "an update warns about what it adds")
 }

@@ -1,0 +1,87 @@
+package components
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blang/semver/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Every owned flag is one the renderer sets, so admission refuses only
+// overrides of what the controller really decides. The controllers' secure
+// port is the exception: the probes rely on its default without setting it.
+func TestOwnedFlagsAreRendered(t *testing.T) {
+	in := goldenCases[1].input(t) // with a pod network, so the controller manager's CIDR flags are set
+	in.ControlPlane.Spec.Deployment.APIServer.Args = nil
+	rendered := map[string]bool{}
+	for _, obj := range renderAll(t, in) {
+		var pod corev1.PodSpec
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			pod = o.Spec.Template.Spec
+		case *appsv1.StatefulSet:
+			pod = o.Spec.Template.Spec
+		case *appsv1.DaemonSet:
+			pod = o.Spec.Template.Spec
+		default:
+			continue
+		}
+		for _, c := range pod.Containers {
+			for _, arg := range c.Args {
+				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+				rendered[c.Name+"/"+name] = true
+			}
+		}
+	}
+	for container, owned := range map[string]OwnedFlags{
+		"kube-apiserver":          APIServerOwnedFlags,
+		"konnectivity-server":     KonnectivityServerOwnedFlags,
+		"etcd":                    EtcdOwnedFlags,
+		"kube-controller-manager": ControllerManagerOwnedFlags,
+		"kube-scheduler":          SchedulerOwnedFlags,
+		KonnectivityAgentName:     KonnectivityAgentOwnedFlags,
+		CoreDNSName:               CoreDNSOwnedFlags,
+		KubeProxyName:             KubeProxyOwnedFlags,
+	} {
+		for _, flag := range slices.Sorted(maps.Keys(owned)) {
+			if flag == "secure-port" && container != "kube-apiserver" {
+				continue
+			}
+			assert.True(t, rendered[container+"/"+flag], "%s owns --%s but does not set it", container, flag)
+			assert.NotEmpty(t, owned[flag], "%s --%s says why", container, flag)
+		}
+	}
+}
+
+func TestOwnedFlagsMatchEitherSpelling(t *testing.T) {
+	why, ok := EtcdOwnedFlags.Why("data_dir")
+	assert.True(t, ok)
+	assert.Equal(t, "it is where the member's volume is mounted", why)
+	_, ok = EtcdOwnedFlags.Why("quota-backend-bytes")
+	assert.False(t, ok, "tuning stays open")
+}
+
+// The image tables span exactly the minor versions admission lets through,
+// and etcd has an entry of its own for each.
+func TestImageTablesCoverTheSupportedVersions(t *testing.T) {
+	etcdMinors := map[uint64]bool{}
+	for _, e := range etcdVersions {
+		etcdMinors[e.minor] = true
+	}
+	for minor := uint64(v1alpha1.MinKubernetesMinor); minor <= v1alpha1.MaxKubernetesMinor; minor++ {
+		require.True(t, v1alpha1.IsSupportedVersion(semver.Version{Major: v1alpha1.KubernetesMajor, Minor: minor}))
+		assert.True(t, etcdMinors[minor], "etcd has no tag for minor %d", minor)
+	}
+	for name, table := range map[string]minorTags{"etcd": etcdVersions, "CoreDNS": coreDNSVersions} {
+		assert.Equal(t, uint64(v1alpha1.MinKubernetesMinor), table[0].minor, "the %s table starts at the lowest supported minor", name)
+		assert.Equal(t, uint64(v1alpha1.MaxKubernetesMinor), table[len(table)-1].minor, "the %s table ends at the highest supported minor", name)
+	}
+}
