@@ -267,7 +267,7 @@ type EtcdSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// volumeSize of each member's volume, 2Gi when unset and at most 1Ti.
+	// volumeSize of each member's volume, 2Gi when unset, at least 1Gi and at most 1Ti.
 	// It can grow, never shrink, and once set it cannot be removed. Leave it
 	// unset with autoGrow. etcd's backend quota (--quota-backend-bytes)
 	// follows it, leaving the volume room for the write-ahead log and for

@@ -83,7 +83,7 @@ func TestValidateTopologyRejectsImpossibleCombinations(t *testing.T) {
 		{
 			"an empty etcd volume",
 			map[string]any{VarEtcdVolumeSize: "0"},
-			`spec.topology.variables[etcdVolumeSize]: Invalid value: "0": must be a positive size such as 2Gi`,
+			`spec.topology.variables[etcdVolumeSize]: Invalid value: "0": must be at least 1Gi: beside its database etcd keeps its write-ahead log (about 512Mi) and the copy a defragmentation writes`,
 		},
 		{
 			"an etcd volume beyond any use",

@@ -92,10 +92,16 @@ func validateCertSANs(path *field.Path, sans []string) field.ErrorList {
 	return errs
 }
 
-// MaxEtcdVolumeSize is the largest etcd volume admission accepts. etcd
-// keeps its database within a few GiB (its quota is 2GiB by default and
-// 8GiB the recommended most), so anything near a terabyte is a typo.
-var MaxEtcdVolumeSize = resource.MustParse("1Ti")
+// MinEtcdVolumeSize and MaxEtcdVolumeSize bound the etcd volumes admission
+// accepts. Beside its database etcd needs room for its write-ahead log
+// (about 512Mi) and for the copy a defragmentation writes, so a smaller
+// volume leaves its quota no room. etcd keeps its database within a few GiB
+// (its quota is 2GiB by default and 8GiB the recommended most), so anything
+// near a terabyte is a typo.
+var (
+	MinEtcdVolumeSize = resource.MustParse("1Gi")
+	MaxEtcdVolumeSize = resource.MustParse("1Ti")
+)
 
 func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	var errs field.ErrorList
@@ -104,8 +110,10 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 		case ptr.Deref(etcd.AutoGrow, false):
 			errs = append(errs, field.Forbidden(path.Child("volumeSize"),
 				"a fixed volumeSize cannot be combined with autoGrow: remove volumeSize to let the controller size the volumes, or set autoGrow to false"))
-		case size.Sign() <= 0:
-			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), "must be a positive size such as 2Gi"))
+		case size.Cmp(MinEtcdVolumeSize) < 0:
+			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), fmt.Sprintf(
+				"must be at least %s: beside its database etcd keeps its write-ahead log (about 512Mi) and the copy a defragmentation writes",
+				MinEtcdVolumeSize.String())))
 		case size.Cmp(MaxEtcdVolumeSize) > 0:
 			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), fmt.Sprintf(
 				"must be at most %s: etcd keeps its database within a few GiB (8Gi is the most its quota should be), so a larger volume only wastes storage",
