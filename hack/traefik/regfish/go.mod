@@ -1,0 +1,3 @@
+module github.com/regfish/regfish-dnsapi-go
+
+go 1.24.0
