@@ -5,7 +5,8 @@
 //
 // Running it: install the standard channel CRDs of sigs.k8s.io/gateway-api
 // (config/crd/standard); run `/traefik --providers.kubernetesgateway
-// --entryPoints.tls.address=:8443` under the ClusterRole of Traefik's
+// --entryPoints.tls.address=:443 --global.checkNewVersion=false` (it checks
+// for releases online by default) under the ClusterRole of Traefik's
 // docs/content/reference/dynamic-configuration/kubernetes-gateway-rbac.yml
 // (namespaces list/watch; services, secrets, configmaps get/list/watch;
 // endpointslices list/watch; the gateway.networking.k8s.io kinds get/list/
@@ -13,10 +14,16 @@
 // --providers.kubernetesgateway.experimentalChannel off: it adds a watch on
 // TCPRoute v1alpha2, which the v1.6 standard CRDs no longer serve, and the
 // provider then serves nothing. A Gateway listener's port must equal an entry
-// point's port (8443 here; a LoadBalancer Service may map 443 to it, but the
-// listener then says 8443), and
-// --providers.kubernetesgateway.statusAddress.service.{name,namespace} copies
-// that Service's LoadBalancer address into the Gateway's status.
+// point's port, and clients (and the control plane endpoint the controller
+// derives) use the listener's port: with the users' listener on 443, Traefik
+// listens on 443 (root, as its upstream image runs) and its LoadBalancer
+// Service maps 443 to 443. The flags
+// --providers.kubernetesgateway.statusAddress.service.{name,namespace} copy
+// that Service's LoadBalancer address into the Gateway's status. So run
+// against a real kube-apiserver with that ClusterRole's service account, it
+// passes TLS through by SNI (the client sees the backend's own certificate,
+// for names one and two labels below the wildcard) and reports route status:
+// Accepted, ResolvedRefs, BackendNotFound, NoMatchingListenerHostname.
 //
 // Traefik imports every DNS-01 provider of lego v5.4.1, and the module proxy
 // refuses some of the SDK versions they require; the replace directives below
