@@ -21,8 +21,9 @@
 // --providers.kubernetesgateway.statusAddress.service.{name,namespace} copy
 // that Service's LoadBalancer address into the Gateway's status. So run
 // against a real kube-apiserver with that ClusterRole's service account, it
-// passes TLS through by SNI (the client sees the backend's own certificate,
-// for names one and two labels below the wildcard) and reports route status:
+// passes TLS through by SNI (the client sees the backend's own certificate)
+// for <cluster>.<namespace>.<domain> and konnectivity.<cluster>.<namespace>.
+// <domain> under a *.<domain> listener, and reports route status:
 // Accepted, ResolvedRefs, BackendNotFound, NoMatchingListenerHostname.
 //
 // Traefik imports every DNS-01 provider of lego v5.4.1, and the module proxy
