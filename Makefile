@@ -129,6 +129,17 @@ $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd $(KUBE_BIN)/kubectl &:
 	cd hack/kube && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
 
+TRAEFIK_VERSION := $(shell awk '$$1 == "github.com/traefik/traefik/v3" {print $$2}' hack/traefik/go.mod)
+TRAEFIK         := $(BIN)/traefik/$(TRAEFIK_VERSION)/traefik
+
+.PHONY: traefik
+traefik: $(TRAEFIK) ## Build Traefik, the Gateway API implementation pinned for gateway mode (hack/traefik; no test runs it yet).
+
+$(TRAEFIK):
+	mkdir -p $(dir $@)
+	cd hack/traefik && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TRAEFIK_VERSION)' \
+		-o $@ github.com/traefik/traefik/v3/cmd/traefik
+
 .PHONY: capi-manager
 capi-manager: $(CAPI_MANAGER) ## Build the Cluster API core manager (sigs.k8s.io/cluster-api/core).
 
