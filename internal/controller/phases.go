@@ -16,6 +16,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -139,8 +140,17 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 		}
 		s.in.Listener = &listener
 	}
-	if _, err := r.apply(ctx, components.Exposure(s.in)...); err != nil {
+	objs := components.Exposure(s.in)
+	if _, err := r.apply(ctx, objs...); err != nil {
 		return outcome{}, err
+	}
+	// Nothing is reported reachable before the Gateway routes to it.
+	for _, obj := range objs {
+		if route, ok := obj.(*gatewayv1.TLSRoute); ok {
+			if out, accepted := r.routeAccepted(ctx, route); !accepted {
+				return out, nil
+			}
+		}
 	}
 	host, port, err := r.endpoint(ctx, s)
 	if err != nil {
@@ -163,6 +173,52 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 	}
 	s.in.Endpoint = *endpoint
 	return ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
+}
+
+// routeAccepted reads what the Gateway says of a TLSRoute it should route:
+// accepted, with its references resolved, for the route's current spec.
+// Otherwise the outcome carries the Gateway's own reason and message.
+func (r *Reconciler) routeAccepted(ctx context.Context, want *gatewayv1.TLSRoute) (outcome, bool) {
+	parent := want.Spec.ParentRefs[0]
+	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
+	name := want.Namespace + "/" + want.Name
+	pending := waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
+	route := &gatewayv1.TLSRoute{}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
+		return pending, false
+	}
+	for _, st := range route.Status.Parents {
+		if !sameParent(st.ParentRef, parent, route.Namespace) {
+			continue
+		}
+		for _, check := range []struct {
+			condition gatewayv1.RouteConditionType
+			reason    string
+			says      string
+		}{
+			{gatewayv1.RouteConditionAccepted, v1alpha1.RouteNotAcceptedReason, "does not accept"},
+			{gatewayv1.RouteConditionResolvedRefs, v1alpha1.RouteRefsUnresolvedReason, "cannot resolve the backend of"},
+		} {
+			c := apimeta.FindStatusCondition(st.Conditions, string(check.condition))
+			switch {
+			case c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Generation):
+				return pending, false // not yet seen, or seen before the current spec
+			case c.Status != metav1.ConditionTrue:
+				return problem(check.reason, "Gateway %s %s TLSRoute %s: %s: %s", gw, check.says, name, c.Reason, c.Message), false
+			}
+		}
+		return outcome{}, true
+	}
+	return pending, false
+}
+
+// sameParent tells whether a route's status is about the parent it names;
+// an unset namespace is the route's own.
+func sameParent(got, want gatewayv1.ParentReference, routeNamespace string) bool {
+	ns := func(p gatewayv1.ParentReference) gatewayv1.Namespace {
+		return ptr.Deref(p.Namespace, gatewayv1.Namespace(routeNamespace))
+	}
+	return got.Name == want.Name && ns(got) == ns(want) && ptr.Deref(got.SectionName, "") == ptr.Deref(want.SectionName, "")
 }
 
 // endpoint is where the API server is reached: the gateway hostname, or the

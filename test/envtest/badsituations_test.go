@@ -62,7 +62,7 @@ func TestGatewayProblems(t *testing.T) {
 			TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModePassthrough)},
 		})
 	}))
-	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	routesThroughGateway(t, hcp)
 	host := "gw." + ns + ".k8s.example.com"
 	waitFor(t, "the gateway endpoint", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
@@ -191,4 +191,43 @@ func TestGatewayAPIMissing(t *testing.T) {
 	hasEvent(t, hcp, v1alpha1.GatewayAPIMissingReason)
 	c = waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.GatewayAPIMissingReason)
 	assert.Contains(t, c.Message, "the API server cannot answer before ExposureReady: Gateway API CRDs")
+}
+
+// routesThroughGateway plays the Gateway's controller, which does not run
+// here: the control plane waits until its routes are accepted, and reports
+// the Gateway's own reasons when they are not.
+func routesThroughGateway(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+	t.Helper()
+	ns := hcp.Namespace
+	c := waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RoutePendingReason)
+	assert.Equal(t, "waiting for Gateway "+ns+"/capi to accept TLSRoute "+ns+"/gw-apiserver", c.Message)
+	assert.Empty(t, hcp.Spec.ControlPlaneEndpoint.Host, "no endpoint before the Gateway routes to it")
+
+	say := func(name string, accepted, resolved metav1.Condition) {
+		route := get(t, &gatewayv1.TLSRoute{}, ns, name)
+		setStatus(t, route, func(r *gatewayv1.TLSRoute) {
+			accepted.Type, resolved.Type = string(gatewayv1.RouteConditionAccepted), string(gatewayv1.RouteConditionResolvedRefs)
+			for _, c := range []*metav1.Condition{&accepted, &resolved} {
+				c.ObservedGeneration, c.LastTransitionTime = r.Generation, metav1.Now()
+			}
+			r.Status.Parents = []gatewayv1.RouteParentStatus{{
+				ParentRef: r.Spec.ParentRefs[0], ControllerName: "example.com/gateway",
+				Conditions: []metav1.Condition{accepted, resolved},
+			}}
+		})
+	}
+	yes := metav1.Condition{Status: metav1.ConditionTrue, Reason: "Accepted"}
+	say("gw-apiserver", metav1.Condition{Status: metav1.ConditionFalse, Reason: "NoMatchingListenerHostname", Message: "no listener matches"}, yes)
+	c = waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RouteNotAcceptedReason)
+	assert.Equal(t, "Gateway "+ns+"/capi does not accept TLSRoute "+ns+"/gw-apiserver: NoMatchingListenerHostname: no listener matches", c.Message)
+	hasEvent(t, hcp, v1alpha1.RouteNotAcceptedReason)
+
+	say("gw-apiserver", yes, yes)
+	say("gw-konnectivity", yes, metav1.Condition{Status: metav1.ConditionFalse, Reason: "BackendNotFound", Message: "no Service gw-apiserver"})
+	c = waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RouteRefsUnresolvedReason)
+	assert.Equal(t, "Gateway "+ns+"/capi cannot resolve the backend of TLSRoute "+ns+"/gw-konnectivity: BackendNotFound: no Service gw-apiserver", c.Message)
+	hasEvent(t, hcp, v1alpha1.RouteRefsUnresolvedReason)
+
+	say("gw-konnectivity", yes, yes)
+	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 }
