@@ -14,18 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // HashAnnotation records the digest of what was last applied, so that a
 // change of the rendering is seen even where the object still contains every
 // desired field (a field that is no longer rendered, say).
 const HashAnnotation = "controlplane.cluster.x-k8s.io/applied-hash"
-
-// ManagedByLabel marks an object this controller keeps. Objects without an
-// owner reference (those in a workload cluster, which cannot point at a
-// control plane in another cluster) are ours only when they carry it with
-// the applier's Owner as value.
-const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // Change is what Sync had to do to an object.
 type Change int
@@ -63,7 +59,7 @@ type Applier struct {
 
 // Apply makes the object in the cluster match desired and reports whether
 // it had to write. desired must carry its apiVersion and kind, and either a
-// controller owner reference to the object that owns it or ManagedByLabel.
+// controller owner reference to the object that owns it or contract.ManagedByLabel.
 func (a *Applier) Apply(ctx context.Context, desired client.Object) (bool, error) {
 	change, err := a.Sync(ctx, desired)
 	return change != Unchanged, err
@@ -142,11 +138,11 @@ func (a *Applier) current(ctx context.Context, desired client.Object) (*unstruct
 }
 
 // owns tells whether current is ours: it has desired's controller, or, where
-// desired has none, our ManagedByLabel.
+// desired has none, our contract.ManagedByLabel.
 func (a *Applier) owns(desired client.Object, current *unstructured.Unstructured) bool {
 	want := metav1.GetControllerOf(desired)
 	if want == nil {
-		return desired.GetLabels()[ManagedByLabel] == a.Owner && current.GetLabels()[ManagedByLabel] == a.Owner
+		return desired.GetLabels()[contract.ManagedByLabel] == a.Owner && current.GetLabels()[contract.ManagedByLabel] == a.Owner
 	}
 	have := metav1.GetControllerOfNoCopy(current)
 	return have != nil && want.UID == have.UID

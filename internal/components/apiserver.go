@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 const (
@@ -19,9 +21,6 @@ const (
 	konnectivitySocket    = konnectivitySocketDir + "/konnectivity-server.socket"
 	konnectivityHealth    = 8134
 	konnectivityAdmin     = 8133
-	// VersionLabel on an API server pod is the Kubernetes version it runs;
-	// status.versions is counted from it.
-	VersionLabel = "controlplane.cluster.x-k8s.io/kubernetes-version"
 	// KonnectivityAudience is the audience of the agents' service account
 	// tokens, which the konnectivity server reviews.
 	KonnectivityAudience = "system:konnectivity-server"
@@ -60,10 +59,10 @@ func APIServer(in *Input) []client.Object {
 func (in *Input) apiServerPDB() *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		ObjectMeta: in.meta(in.APIServerName(), APIServerComponent),
+		ObjectMeta: in.meta(in.APIServerName(), contract.APIServerComponent),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
-			Selector:                   &metav1.LabelSelector{MatchLabels: in.Selector(APIServerComponent)},
+			Selector:                   &metav1.LabelSelector{MatchLabels: in.Selector(contract.APIServerComponent)},
 			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
@@ -76,7 +75,7 @@ func (in *Input) apiServerPDB() *policyv1.PodDisruptionBudget {
 func (in *Input) konnectivityServerCount() *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: in.meta(in.KonnectivityServerCountName(), APIServerComponent),
+		ObjectMeta: in.meta(in.KonnectivityServerCountName(), contract.APIServerComponent),
 		Data:       map[string]string{konnectivityServerCountKey: strconv.Itoa(int(in.APIServerReplicas()))},
 	}
 }
@@ -103,52 +102,10 @@ egressSelections:
         udsName: ` + konnectivitySocket + "\n"
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: in.meta(in.EgressSelectorName(), APIServerComponent),
+		ObjectMeta: in.meta(in.EgressSelectorName(), contract.APIServerComponent),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"egress-selector.yaml": []byte(config)},
 	}
-}
-
-// APIServerOwnedFlags are the kube-apiserver flags of apiServerArgs that
-// spec.deployment.apiServer.args may not override.
-var APIServerOwnedFlags = OwnedFlags{
-	"advertise-address":                "it is each pod's own address",
-	"client-ca-file":                   "it trusts the cluster CA the controller keeps",
-	"egress-selector-config-file":      "it sends traffic to nodes and pods through the konnectivity server beside the API server",
-	"endpoint-reconciler-type":         "the controller keeps the workload cluster's kubernetes endpoint itself; pod addresses mean nothing there",
-	"etcd-servers":                     "it points the API server at the hosted etcd",
-	"etcd-cafile":                      "it is the etcd client certificate the controller issues and mounts",
-	"etcd-certfile":                    "it is the etcd client certificate the controller issues and mounts",
-	"etcd-keyfile":                     "it is the etcd client certificate the controller issues and mounts",
-	"kubelet-client-certificate":       "it is the kubelet client certificate the controller issues and mounts",
-	"kubelet-client-key":               "it is the kubelet client certificate the controller issues and mounts",
-	"proxy-client-cert-file":           "it is the front-proxy client certificate the controller issues and mounts",
-	"proxy-client-key-file":            "it is the front-proxy client certificate the controller issues and mounts",
-	"requestheader-client-ca-file":     "it trusts the front-proxy CA the controller keeps",
-	"secure-port":                      "the Services, probes and network policies use the port the controller picks",
-	"service-account-key-file":         ownedServiceAccount,
-	"service-account-signing-key-file": ownedServiceAccount,
-	"service-cluster-ip-range":         ownedServiceCIDR,
-	"tls-cert-file":                    "it is the serving certificate the controller issues for the endpoint and certSANs",
-	"tls-private-key-file":             "it is the serving certificate the controller issues for the endpoint and certSANs",
-}
-
-// KonnectivityServerOwnedFlags are the konnectivity server flags of
-// konnectivityArgs that spec.deployment.apiServer.konnectivity.args may not
-// override.
-var KonnectivityServerOwnedFlags = OwnedFlags{
-	"agent-namespace":         "it admits the agents the controller deploys, by their service account tokens",
-	"agent-port":              "the Services and agents use the port the controller picks",
-	"agent-service-account":   "it admits the agents the controller deploys, by their service account tokens",
-	"authentication-audience": "it admits the agents the controller deploys, by their service account tokens",
-	"cluster-cert":            "it is the serving certificate the controller issues for the agents",
-	"cluster-key":             "it is the serving certificate the controller issues for the agents",
-	"health-port":             ownedProbeAddress,
-	"kubeconfig":              ownedKubeconfig,
-	"mode":                    "the API server's egress selector speaks gRPC to it",
-	"server-count":            "it follows the number of API servers, from a ConfigMap the controller keeps",
-	"server-port":             "the API server reaches it through a socket, not a port",
-	"uds-name":                "the API server reaches it through this socket",
 }
 
 func (in *Input) apiServerArgs() []string {
@@ -162,7 +119,7 @@ func (in *Input) apiServerArgs() []string {
 		"enable-bootstrap-token-auth":        "true",
 		"endpoint-reconciler-type":           "none",
 		"egress-selector-config-file":        "/etc/kubernetes/egress/egress-selector.yaml",
-		"etcd-servers":                       fmt.Sprintf("https://%s:%d", EtcdServerName(in.ClusterName(), in.Namespace()), EtcdClientPort),
+		"etcd-servers":                       fmt.Sprintf("https://%s:%d", contract.EtcdServerName(in.ClusterName(), in.Namespace()), contract.EtcdClientPort),
 		"etcd-cafile":                        pki + "/etcd/ca.crt",
 		"etcd-certfile":                      pki + "/etcd/tls.crt",
 		"etcd-keyfile":                       pki + "/etcd/tls.key",
@@ -177,7 +134,7 @@ func (in *Input) apiServerArgs() []string {
 		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-username-headers":     "X-Remote-User",
-		"secure-port":                        strconv.Itoa(APIServerPort),
+		"secure-port":                        strconv.Itoa(contract.APIServerPort),
 		"shutdown-delay-duration":            apiServerShutdownDelay.String(),
 		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
 		"service-account-key-file":           pki + "/sa/tls.key",
@@ -195,7 +152,7 @@ func (in *Input) konnectivityArgs() []string {
 		"uds-name":                 konnectivitySocket,
 		"delete-existing-uds-file": "true",
 		"server-port":              "0",
-		"agent-port":               strconv.Itoa(KonnectivityPort),
+		"agent-port":               strconv.Itoa(contract.KonnectivityPort),
 		"admin-port":               strconv.Itoa(konnectivityAdmin),
 		"health-port":              strconv.Itoa(konnectivityHealth),
 		"cluster-cert":             pki + "/tls.crt",
@@ -212,15 +169,15 @@ func (in *Input) konnectivityArgs() []string {
 
 func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
-	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(APIServerComponent))}
+	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(contract.APIServerComponent))}
 
 	api := container("kube-apiserver", image(in.defaultImage("kube-apiserver", in.ControlPlane.Spec.Version), spec.Image),
 		spec.Container, "kube-apiserver", in.apiServerArgs())
 	api.Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
-	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort}}
-	api.ReadinessProbe = probe("/readyz", APIServerPort, corev1.URISchemeHTTPS, 3)
-	api.LivenessProbe = probe("/livez", APIServerPort, corev1.URISchemeHTTPS, 8)
-	api.StartupProbe = probe("/livez", APIServerPort, corev1.URISchemeHTTPS, 30)
+	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}
+	api.ReadinessProbe = probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
+	api.LivenessProbe = probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)
+	api.StartupProbe = probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 30)
 	mountSecrets(&pod, &api,
 		secretVolume{"apiserver", in.APIServerCertSecret(), "/etc/kubernetes/pki/apiserver"},
 		secretVolume{"etcd", in.APIServerEtcdSecret(), "/etc/kubernetes/pki/etcd"},
@@ -232,7 +189,7 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	konn := container("konnectivity-server",
 		image(in.defaultImage("kas-network-proxy/proxy-server", KonnectivityTag(in.version)), spec.Konnectivity.Image),
 		spec.Konnectivity, "/proxy-server", in.konnectivityArgs())
-	konn.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort}}
+	konn.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
 	konn.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
 		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: in.KonnectivityServerCountName()},
@@ -253,13 +210,13 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	pod = hardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)
 
-	return in.deployment(in.APIServerName(), APIServerComponent, in.APIServerReplicas(), in.podLabels(APIServerComponent), pod)
+	return in.deployment(in.APIServerName(), contract.APIServerComponent, in.APIServerReplicas(), in.podLabels(contract.APIServerComponent), pod)
 }
 
 // podLabels are the labels of an API server pod: those of its component and
 // the version it runs.
 func (in *Input) podLabels(component string) map[string]string {
 	labels := in.Labels(component)
-	labels[VersionLabel] = in.ControlPlane.Spec.Version
+	labels[contract.VersionLabel] = in.ControlPlane.Spec.Version
 	return labels
 }

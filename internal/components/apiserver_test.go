@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Two API servers or more drain one at a time; a single one has no budget,
@@ -26,7 +27,7 @@ func TestAPIServerDisruptionBudget(t *testing.T) {
 			continue
 		}
 		if assert.Len(t, budgets, 1, "%d API servers", replicas) {
-			assert.Equal(t, in.Selector(APIServerComponent), budgets[0].Spec.Selector.MatchLabels)
+			assert.Equal(t, in.Selector(contract.APIServerComponent), budgets[0].Spec.Selector.MatchLabels)
 			assert.Equal(t, 1, budgets[0].Spec.MaxUnavailable.IntValue())
 		}
 	}

@@ -1,14 +1,13 @@
 package components
 
 import (
-	"maps"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Secure ports the controllers serve health on.
@@ -16,34 +15,6 @@ const (
 	controllerManagerPort = 10257
 	schedulerPort         = 10259
 )
-
-// SchedulerOwnedFlags are the flags controllerDeployment sets for every
-// controller, which spec.deployment.scheduler.args may not override. The
-// probes rely on the default secure port, so it is owned without being set.
-var SchedulerOwnedFlags = OwnedFlags{
-	"authentication-kubeconfig": ownedKubeconfig,
-	"authorization-kubeconfig":  ownedKubeconfig,
-	"bind-address":              ownedProbeAddress,
-	"cert-dir":                  ownedCertDir,
-	"kubeconfig":                ownedKubeconfig,
-	"leader-elect":              ownedLeaderElection,
-	"secure-port":               ownedProbeAddress,
-}
-
-// ControllerManagerOwnedFlags are the flags of ControllerManager and
-// controllerDeployment that spec.deployment.controllerManager.args may not
-// override.
-var ControllerManagerOwnedFlags = func() OwnedFlags {
-	owned := OwnedFlags{
-		"cluster-signing-cert-file":        "it is the cluster CA the controller keeps, which signs kubelet certificates",
-		"cluster-signing-key-file":         "it is the cluster CA the controller keeps, which signs kubelet certificates",
-		"root-ca-file":                     "it is the cluster CA the controller keeps",
-		"service-account-private-key-file": ownedServiceAccount,
-		"service-cluster-ip-range":         ownedServiceCIDR,
-	}
-	maps.Copy(owned, SchedulerOwnedFlags)
-	return owned
-}()
 
 // ControllerManagerName and SchedulerName are the controllers' Deployments.
 func (in *Input) ControllerManagerName() string { return in.name("controller-manager") }
@@ -70,17 +41,17 @@ func ControllerManager(in *Input) []client.Object {
 		defaults["allocate-node-cidrs"] = "true"
 		defaults["cluster-cidr"] = cidr
 	}
-	d := in.controllerDeployment(ControllerManagerComponent, in.ControllerManagerName(), spec, defaults,
+	d := in.controllerDeployment(contract.ControllerManagerComponent, in.ControllerManagerName(), spec, defaults,
 		controllerManagerPort, in.KubeconfigName(controllerManagerUser), in.ControllerManagerCertSecret(),
 		secretVolume{"ca", in.CASecret(), "/etc/kubernetes/pki/ca"},
 		secretVolume{"sa", in.SASecret(), "/etc/kubernetes/pki/sa"})
-	return []client.Object{in.networkPolicy(ControllerManagerComponent, nil), d}
+	return []client.Object{in.networkPolicy(contract.ControllerManagerComponent, nil), d}
 }
 
 // Scheduler renders the kube-scheduler Deployment.
 func Scheduler(in *Input) []client.Object {
 	spec := in.ControlPlane.Spec.Deployment.Scheduler
-	return []client.Object{in.networkPolicy(SchedulerComponent, nil), in.controllerDeployment(SchedulerComponent, in.SchedulerName(), spec, map[string]string{},
+	return []client.Object{in.networkPolicy(contract.SchedulerComponent, nil), in.controllerDeployment(contract.SchedulerComponent, in.SchedulerName(), spec, map[string]string{},
 		schedulerPort, in.KubeconfigName(schedulerUser), in.SchedulerCertSecret())}
 }
 

@@ -64,12 +64,6 @@ func (in *Input) corefile() string {
 `, "DOMAIN", in.ClusterDomain())
 }
 
-// CoreDNSOwnedFlags are the CoreDNS flags of coreDNSDeployment that
-// spec.coredns.args may not override.
-var CoreDNSOwnedFlags = OwnedFlags{
-	"conf": "it reads the Corefile the controller keeps",
-}
-
 func (in *Input) coreDNSDeployment() *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.CoreDNS
 	selector := map[string]string{k8sAppLabel: DNSServiceName}

@@ -10,32 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
-
-const mib = 1 << 20
-
-// The quota leaves the volume room for a second copy of the database and
-// for the WAL, within etcd's suggested maximum.
-func TestEtcdQuota(t *testing.T) {
-	for size, want := range map[string]int64{
-		"100Mi": MinEtcdQuotaBytes, // too small for the rule: the floor
-		"512Mi": MinEtcdQuotaBytes,
-		"1Gi":   224 * mib, // (1024 - 64 - 512) / 2
-		"2Gi":   704 * mib, // the default volume: (2048 - 128 - 512) / 2
-		"8Gi":   3584 * mib,
-		"17Gi":  7904 * mib,
-		"18Gi":  MaxEtcdQuotaBytes,
-		"100Gi": MaxEtcdQuotaBytes,
-		"10G":   4214 * mib, // decimal units too: (9536.7 - 596.0 - 512) / 2
-	} {
-		volume := resource.MustParse(size)
-		got := EtcdQuota(volume)
-		assert.Equal(t, want, got, "%s: got %d MiB", size, got/mib)
-		if got > MinEtcdQuotaBytes {
-			assert.LessOrEqual(t, 2*got+512*mib+volume.Value()/16, volume.Value(), "%s: two databases and the WAL fit", size)
-		}
-	}
-}
 
 // The rendered flag follows spec.etcd.volumeSize unless spec.etcd.args sets
 // the quota, and EtcdQuotaOf, which the upgrade gates use, says the same.
@@ -60,7 +36,7 @@ func TestEtcdQuotaFlag(t *testing.T) {
 				}
 			}
 			assert.Contains(t, args, "--quota-backend-bytes="+tc.want)
-			assert.Equal(t, tc.want, formatInt(EtcdQuotaOf(in.ControlPlane)))
+			assert.Equal(t, tc.want, formatInt(contract.EtcdQuotaOf(in.ControlPlane)))
 		})
 	}
 }

@@ -1,9 +1,7 @@
 package components
 
 import (
-	"fmt"
 	"net"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,52 +11,19 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-)
-
-// Ports of the API server and the konnectivity server beside it.
-const (
-	APIServerPort    = 6443
-	KonnectivityPort = 8132
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // APIServerServiceName is the Service in front of the API server pods.
-func (in *Input) APIServerServiceName() string { return in.name("apiserver") }
-
-// GatewayListener is the Gateway listener a control plane is served through.
-type GatewayListener struct {
-	// Name of the listener, the TLSRoutes' sectionName.
-	Name gatewayv1.SectionName
-	// Domain is the listener's wildcard hostname without "*.".
-	Domain string
-	Port   int32
-}
-
-// FindGatewayListener picks the first listener of gw that passes TLS through
-// on a wildcard hostname, the kind a hosted control plane needs.
-func FindGatewayListener(gw *gatewayv1.Gateway) (GatewayListener, error) {
-	for _, l := range gw.Spec.Listeners {
-		if l.Protocol != gatewayv1.TLSProtocolType || l.TLS == nil || ptr.Deref(l.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough || l.Hostname == nil {
-			continue
-		}
-		if domain, ok := strings.CutPrefix(string(*l.Hostname), "*."); ok && domain != "" {
-			return GatewayListener{Name: l.Name, Domain: domain, Port: l.Port}, nil
-		}
-	}
-	return GatewayListener{}, fmt.Errorf("the Gateway %s/%s has no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname such as *.k8s.example.com",
-		gw.Namespace, gw.Name)
-}
-
-// GatewayHost is where the API server of cluster in namespace is served
-// through a listener on the wildcard domain: <cluster>.<namespace>.<domain>.
-func GatewayHost(cluster, namespace, domain string) string {
-	return cluster + "." + namespace + "." + domain
+func (in *Input) APIServerServiceName() string {
+	return contract.APIServerServiceName(in.ClusterName())
 }
 
 // KonnectivityHost is where agents reach the konnectivity server: its own
 // name on a gateway, the API server's address otherwise.
 func (in *Input) KonnectivityHost() string {
 	if in.Listener != nil {
-		return "konnectivity." + GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
+		return "konnectivity." + contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
 	}
 	return in.Endpoint.Host
 }
@@ -72,8 +37,8 @@ func Exposure(in *Input) []client.Object {
 	}
 	return []client.Object{
 		svc,
-		in.tlsRoute(in.name("apiserver"), GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), APIServerPort),
-		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), KonnectivityPort),
+		in.tlsRoute(in.name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), contract.APIServerPort),
+		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), contract.KonnectivityPort),
 	}
 }
 
@@ -96,19 +61,19 @@ func (in *Input) ServicePort() int32 {
 	if p := in.Cluster.Spec.ClusterNetwork.APIServerPort; p != 0 {
 		return p
 	}
-	return APIServerPort
+	return contract.APIServerPort
 }
 
 func (in *Input) apiServerService() *corev1.Service {
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: in.meta(in.APIServerServiceName(), APIServerComponent),
+		ObjectMeta: in.meta(in.APIServerServiceName(), contract.APIServerComponent),
 		Spec: corev1.ServiceSpec{
 			Type:     in.ExposureType(),
-			Selector: in.Selector(APIServerComponent),
+			Selector: in.Selector(contract.APIServerComponent),
 			Ports: []corev1.ServicePort{
 				{Name: "https", Port: in.ServicePort(), TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
-				{Name: "konnectivity", Port: KonnectivityPort, TargetPort: intstr.FromString("konnectivity"), Protocol: corev1.ProtocolTCP},
+				{Name: "konnectivity", Port: contract.KonnectivityPort, TargetPort: intstr.FromString("konnectivity"), Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
@@ -124,7 +89,7 @@ func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
 	gw := in.ControlPlane.Spec.Gateway
 	return &gatewayv1.TLSRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "TLSRoute"},
-		ObjectMeta: in.meta(name, APIServerComponent),
+		ObjectMeta: in.meta(name, contract.APIServerComponent),
 		Spec: gatewayv1.TLSRouteSpec{
 			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{
 				Group:       ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
@@ -211,10 +176,10 @@ func (in *Input) konnectivitySANs() []string {
 
 // etcdSANs name every member (by wildcard), the client Service and loopback.
 func (in *Input) etcdSANs() []string {
-	ns, peers := in.Namespace(), EtcdPeerServiceName(in.ClusterName())
+	ns, peers := in.Namespace(), contract.EtcdPeerServiceName(in.ClusterName())
 	return []string{
 		"*." + peers + "." + ns + ".svc", "*." + peers, peers + "." + ns + ".svc",
-		EtcdName(in.ClusterName()), EtcdServerName(in.ClusterName(), ns),
+		contract.EtcdName(in.ClusterName()), contract.EtcdServerName(in.ClusterName(), ns),
 		"localhost", "127.0.0.1", net.IPv6loopback.String(),
 	}
 }

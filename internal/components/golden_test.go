@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -29,7 +30,7 @@ type goldenCase struct {
 	name     string
 	cp       func(*v1alpha1.HostedControlPlane)
 	cluster  func(*clusterv1.Cluster)
-	listener *GatewayListener
+	listener *contract.GatewayListener
 	endpoint clusterv1.APIEndpoint
 }
 
@@ -39,7 +40,7 @@ var goldenCases = []goldenCase{
 		cp: func(cp *v1alpha1.HostedControlPlane) {
 			cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
 		},
-		listener: &GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 443},
+		listener: &contract.GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 443},
 		endpoint: clusterv1.APIEndpoint{Host: "demo.default.k8s.example.com", Port: 443},
 	},
 	{
@@ -99,7 +100,7 @@ func (c goldenCase) input(t testing.TB) *Input {
 	settings.ControllerNamespace = "hosted-control-plane-system"
 	in, err := NewInput(cp, cluster, settings)
 	require.NoError(t, err)
-	in.Listener, in.Endpoint, in.KonnectivityPort = c.listener, c.endpoint, KonnectivityPort
+	in.Listener, in.Endpoint, in.KonnectivityPort = c.listener, c.endpoint, contract.KonnectivityPort
 	if c.listener != nil {
 		in.KonnectivityPort = c.listener.Port
 	}

@@ -12,27 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
-)
-
-// Labels every object of a control plane carries. ControlPlaneLabel names the
-// HostedControlPlane, so a watch on any of its objects finds its owner.
-const (
-	ControlPlaneLabel = "controlplane.cluster.x-k8s.io/hosted-control-plane"
-	ComponentLabel    = "app.kubernetes.io/name"
-	InstanceLabel     = "app.kubernetes.io/instance"
-	ManagedByLabel    = apply.ManagedByLabel
-	// ManagedBy is the value of ManagedByLabel and the field manager of
-	// every server-side apply.
-	ManagedBy = "hosted-control-plane-controller"
-)
-
-// Component names, used as ComponentLabel values.
-const (
-	EtcdComponent              = "etcd"
-	APIServerComponent         = "kube-apiserver"
-	ControllerManagerComponent = "kube-controller-manager"
-	SchedulerComponent         = "kube-scheduler"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Settings are the controller's own choices that shape what it renders.
@@ -60,7 +40,7 @@ type Input struct {
 	Settings     Settings
 	// Listener is the gateway listener that serves the control plane, when
 	// spec.gateway is set.
-	Listener *GatewayListener
+	Listener *contract.GatewayListener
 	// Endpoint is where the API server is reached from outside, once known.
 	Endpoint clusterv1.APIEndpoint
 	// SecretHashes are digests of the Secrets the pods mount, by Secret name;
@@ -116,19 +96,19 @@ func (in *Input) name(suffix string) string { return in.ClusterName() + "-" + su
 func (in *Input) Labels(component string) map[string]string {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel: in.ClusterName(),
-		ControlPlaneLabel:          in.ControlPlane.Name,
-		ManagedByLabel:             ManagedBy,
+		contract.ControlPlaneLabel: in.ControlPlane.Name,
+		contract.ManagedByLabel:    contract.ManagedBy,
 	}
 	if component != "" {
-		labels[ComponentLabel] = component
-		labels[InstanceLabel] = in.ClusterName()
+		labels[contract.ComponentLabel] = component
+		labels[contract.InstanceLabel] = in.ClusterName()
 	}
 	return labels
 }
 
 // Selector selects the pods of component.
 func (in *Input) Selector(component string) map[string]string {
-	return map[string]string{ComponentLabel: component, InstanceLabel: in.ClusterName()}
+	return map[string]string{contract.ComponentLabel: component, contract.InstanceLabel: in.ClusterName()}
 }
 
 // SelectorString is Selector in label query syntax, sorted.

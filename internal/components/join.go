@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Names kubeadm gives what `kubeadm join` reads; the controller keeps the
@@ -109,7 +111,7 @@ func (in *Input) kubernetesEndpoints() *discoveryv1.EndpointSlice {
 		TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
 		ObjectMeta: workloadMeta(metav1.NamespaceDefault, "kubernetes", map[string]string{
 			discoveryv1.LabelServiceName: "kubernetes",
-			discoveryv1.LabelManagedBy:   ManagedBy,
+			discoveryv1.LabelManagedBy:   contract.ManagedBy,
 		}),
 		AddressType: family,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},

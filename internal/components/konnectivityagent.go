@@ -31,17 +31,6 @@ func KonnectivityAgent(in *Input) []client.Object {
 	}
 }
 
-// KonnectivityAgentOwnedFlags are the agent flags of
-// konnectivityAgentDeployment that spec.konnectivityClient.args may not
-// override.
-var KonnectivityAgentOwnedFlags = OwnedFlags{
-	"ca-cert":                    "it trusts the cluster CA of the agent's service account",
-	"health-server-port":         ownedProbeAddress,
-	"proxy-server-host":          "it is where the konnectivity server is reached, which the controller derives from the endpoint or gateway",
-	"proxy-server-port":          "it is where the konnectivity server is reached, which the controller derives from the endpoint or gateway",
-	"service-account-token-path": "it is the token the controller mounts for the konnectivity server's audience",
-}
-
 func (in *Input) konnectivityAgentDeployment() *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.KonnectivityClient
 	selector := map[string]string{k8sAppLabel: KonnectivityAgentName}

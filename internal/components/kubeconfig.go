@@ -11,6 +11,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // kubeconfigCertDir is where a pod mounts the client certificate its
@@ -38,7 +40,7 @@ func Configs(in *Input) ([]client.Object, error) {
 		controllerManagerUser: inCluster,
 		schedulerUser:         inCluster,
 		// The konnectivity server runs in the API server's pod.
-		konnectivityUser: fmt.Sprintf("https://localhost:%d", APIServerPort),
+		konnectivityUser: fmt.Sprintf("https://localhost:%d", contract.APIServerPort),
 	} {
 		data, err := encodeKubeconfig(in.ClusterName(),
 			&clientcmdapi.Cluster{Server: server, CertificateAuthority: kubeconfigCertDir + "/ca.crt"},
@@ -70,9 +72,6 @@ func encodeKubeconfig(clusterName string, cluster *clientcmdapi.Cluster, user st
 	return data, nil
 }
 
-// ClusterKubeconfigName is Cluster API's kubeconfig Secret of a cluster.
-func ClusterKubeconfigName(cluster string) string { return cluster + "-kubeconfig" }
-
 // ClusterKubeconfig renders <cluster>-kubeconfig, the admin kubeconfig
 // Cluster API and users reach the workload cluster with, from the admin
 // client certificate Secret (tls.crt, tls.key, ca.crt).
@@ -91,7 +90,7 @@ func ClusterKubeconfig(in *Input, admin *corev1.Secret) (*corev1.Secret, error) 
 	}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: in.meta(ClusterKubeconfigName(in.ClusterName()), ""),
+		ObjectMeta: in.meta(contract.ClusterKubeconfigName(in.ClusterName()), ""),
 		Type:       clusterv1.ClusterSecretType,
 		Data:       map[string][]byte{"value": data},
 	}, nil

@@ -72,14 +72,6 @@ func (in *Input) kubeProxyConfig() (client.Object, error) {
 	return configMap("kube-system", KubeProxyName, map[string]string{"config.conf": string(data), "kubeconfig.conf": string(kubeconfig)}), nil
 }
 
-// KubeProxyOwnedFlags are the kube-proxy flags of kubeProxyDaemonSet that
-// spec.kubeProxy.args may not override. --config is not among them: with
-// it kube-proxy ignores every other flag, so tuning by args means setting
-// it to "" (and --kubeconfig to the file beside it).
-var KubeProxyOwnedFlags = OwnedFlags{
-	"hostname-override": "it must be the node's name, which each pod reads from its own spec",
-}
-
 func (in *Input) kubeProxyDaemonSet() *appsv1.DaemonSet {
 	spec := in.ControlPlane.Spec.KubeProxy
 	selector := map[string]string{k8sAppLabel: KubeProxyName}

@@ -5,6 +5,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Each component renders one ingress policy: etcd answers only its peers, the
@@ -23,21 +25,21 @@ func (in *Input) podsOf(component string) networkingv1.NetworkPolicyPeer {
 }
 
 func (in *Input) etcdNetworkPolicy() *networkingv1.NetworkPolicy {
-	clients := []networkingv1.NetworkPolicyPeer{in.podsOf(APIServerComponent), in.podsOf(EtcdComponent)}
+	clients := []networkingv1.NetworkPolicyPeer{in.podsOf(contract.APIServerComponent), in.podsOf(contract.EtcdComponent)}
 	if ns := in.Settings.ControllerNamespace; ns != "" {
 		clients = append(clients, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
 			MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
 		}})
 	}
-	return in.networkPolicy(EtcdComponent, []networkingv1.NetworkPolicyIngressRule{
-		{From: clients, Ports: []networkingv1.NetworkPolicyPort{tcpPort(EtcdClientPort)}},
-		{From: []networkingv1.NetworkPolicyPeer{in.podsOf(EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{tcpPort(etcdPeerPort)}},
+	return in.networkPolicy(contract.EtcdComponent, []networkingv1.NetworkPolicyIngressRule{
+		{From: clients, Ports: []networkingv1.NetworkPolicyPort{tcpPort(contract.EtcdClientPort)}},
+		{From: []networkingv1.NetworkPolicyPeer{in.podsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{tcpPort(etcdPeerPort)}},
 	})
 }
 
 func (in *Input) apiServerNetworkPolicy() *networkingv1.NetworkPolicy {
-	return in.networkPolicy(APIServerComponent, []networkingv1.NetworkPolicyIngressRule{
-		{Ports: []networkingv1.NetworkPolicyPort{tcpPort(APIServerPort), tcpPort(KonnectivityPort)}},
+	return in.networkPolicy(contract.APIServerComponent, []networkingv1.NetworkPolicyIngressRule{
+		{Ports: []networkingv1.NetworkPolicyPort{tcpPort(contract.APIServerPort), tcpPort(contract.KonnectivityPort)}},
 	})
 }
 

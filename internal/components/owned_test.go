@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Every owned flag is one the renderer sets, so admission refuses only
@@ -41,15 +42,15 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 			}
 		}
 	}
-	for container, owned := range map[string]OwnedFlags{
-		"kube-apiserver":          APIServerOwnedFlags,
-		"konnectivity-server":     KonnectivityServerOwnedFlags,
-		"etcd":                    EtcdOwnedFlags,
-		"kube-controller-manager": ControllerManagerOwnedFlags,
-		"kube-scheduler":          SchedulerOwnedFlags,
-		KonnectivityAgentName:     KonnectivityAgentOwnedFlags,
-		CoreDNSName:               CoreDNSOwnedFlags,
-		KubeProxyName:             KubeProxyOwnedFlags,
+	for container, owned := range map[string]contract.OwnedFlags{
+		"kube-apiserver":          contract.APIServerOwnedFlags,
+		"konnectivity-server":     contract.KonnectivityServerOwnedFlags,
+		"etcd":                    contract.EtcdOwnedFlags,
+		"kube-controller-manager": contract.ControllerManagerOwnedFlags,
+		"kube-scheduler":          contract.SchedulerOwnedFlags,
+		KonnectivityAgentName:     contract.KonnectivityAgentOwnedFlags,
+		CoreDNSName:               contract.CoreDNSOwnedFlags,
+		KubeProxyName:             contract.KubeProxyOwnedFlags,
 	} {
 		for _, flag := range slices.Sorted(maps.Keys(owned)) {
 			if flag == "secure-port" && container != "kube-apiserver" {
@@ -62,10 +63,10 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 }
 
 func TestOwnedFlagsMatchEitherSpelling(t *testing.T) {
-	why, ok := EtcdOwnedFlags.Why("data_dir")
+	why, ok := contract.EtcdOwnedFlags.Why("data_dir")
 	assert.True(t, ok)
 	assert.Equal(t, "it is where the member's volume is mounted", why)
-	_, ok = EtcdOwnedFlags.Why("quota-backend-bytes")
+	_, ok = contract.EtcdOwnedFlags.Why("quota-backend-bytes")
 	assert.False(t, ok, "tuning stays open")
 }
 

@@ -9,6 +9,8 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Lifetimes of the certificates, unless the spec sets the CA ones.
@@ -80,7 +82,7 @@ func PKI(in *Input) []client.Object {
 		in.client(in.FrontProxyClientSecret(), in.FrontProxyCASecret(), "front-proxy-client"),
 		in.peer(in.EtcdServerSecret(), "etcd-server"),
 		in.peer(in.EtcdPeerSecret(), "etcd-peer"),
-		in.client(EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCASecret(), "kube-etcd-healthcheck-client"),
+		in.client(contract.EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCASecret(), "kube-etcd-healthcheck-client"),
 		in.client(in.ControllerManagerCertSecret(), in.CASecret(), "system:kube-controller-manager"),
 		in.client(in.SchedulerCertSecret(), in.CASecret(), "system:kube-scheduler"),
 		in.server(in.KonnectivityServerSecret(), in.CASecret(), "konnectivity-server", in.konnectivitySANs()),

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,30 +33,6 @@ func flags(defaults, overrides map[string]string) []string {
 	}
 	return args
 }
-
-// OwnedFlags are flags of one container that the controller sets and must
-// own: certificates and files it mounts, addresses and ports its Services,
-// probes and peers use, cluster membership. Each maps to why, in words
-// admission shows a user whose args try to set it. Tuning flags are not
-// here: args override those.
-type OwnedFlags map[string]string
-
-// Why says why the controller owns flag, and whether it does. Kubernetes
-// components read "_" in a flag name as "-", so both spellings match.
-func (o OwnedFlags) Why(flag string) (string, bool) {
-	why, ok := o[strings.ReplaceAll(flag, "_", "-")]
-	return why, ok
-}
-
-// Reasons shared by several components' owned flags.
-const (
-	ownedKubeconfig     = "it names the kubeconfig the controller writes and mounts"
-	ownedServiceCIDR    = "it comes from the Cluster's spec.clusterNetwork.services.cidrBlocks, where it is changed"
-	ownedServiceAccount = "it is the service account key the controller keeps for the API server and the controller manager"
-	ownedProbeAddress   = "the probes reach the component on the address and port the controller expects"
-	ownedCertDir        = "it is the only writable directory of the read-only container"
-	ownedLeaderElection = "several replicas run and must not act at once"
-)
 
 // hardenedPod is the pod-level security every component shares: non-root,
 // seccomp RuntimeDefault, no service account token, no service links.

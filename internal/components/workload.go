@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Objects in the workload cluster cannot carry an owner reference to a
@@ -17,7 +18,9 @@ import (
 
 // WorkloadLabels are the labels of every object the controller keeps in a
 // workload cluster.
-func WorkloadLabels() map[string]string { return map[string]string{ManagedByLabel: ManagedBy} }
+func WorkloadLabels() map[string]string {
+	return map[string]string{contract.ManagedByLabel: contract.ManagedBy}
+}
 
 // k8sAppLabel names an add-on's pods, as kubeadm names them; Services and
 // tools select them by it.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // reconcileDelete removes what garbage collection cannot: the Secrets
@@ -20,7 +20,7 @@ import (
 // issue them again. Everything else is owned by the control plane and goes
 // with it once the finalizer is released.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
-	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name}}
+	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}
 	err := r.client.List(ctx, certs, mine...)

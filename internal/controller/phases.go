@@ -25,6 +25,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // phase is one step of a pass; it owns one condition.
@@ -134,7 +135,7 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 		if err != nil {
 			return outcome{}, err
 		}
-		listener, err := components.FindGatewayListener(gateway)
+		listener, err := contract.FindGatewayListener(gateway)
 		if err != nil {
 			return problem(v1alpha1.GatewayListenerReason, "%v", err), nil
 		}
@@ -227,7 +228,8 @@ func sameParent(got, want gatewayv1.ParentReference, routeNamespace string) bool
 func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, error) {
 	if l := s.in.Listener; l != nil {
 		s.in.KonnectivityPort = l.Port
-		return components.GatewayHost(s.in.ClusterName(), s.in.Namespace(), l.Domain), l.Port, nil
+		ep := l.Endpoint(s.in.ClusterName(), s.in.Namespace())
+		return ep.Host, ep.Port, nil
 	}
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}
@@ -365,14 +367,14 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := r.prune(ctx, s, components.EtcdComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
+	if err := r.prune(ctx, s, contract.EtcdComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
 		return outcome{}, err
 	}
 	if wrote {
 		return rollingOut("etcd"), nil
 	}
 	sts := &appsv1.StatefulSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
 		return outcome{}, err
 	}
 	want := s.in.EtcdReplicas()
@@ -391,7 +393,7 @@ func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
 // would break quorum or start members that cannot join.
 func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcome, bool) {
 	sts := &appsv1.StatefulSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: components.EtcdName(s.in.ClusterName())}, sts); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
 		return outcome{}, false
 	}
 	have, want := ptr.Deref(sts.Spec.Replicas, 0), s.in.EtcdReplicas()
@@ -410,7 +412,7 @@ func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, err
 		return outcome{}, err
 	}
 	// Down to one API server, its disruption budget goes.
-	if err := r.prune(ctx, s, components.APIServerComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
+	if err := r.prune(ctx, s, contract.APIServerComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
 		return outcome{}, err
 	}
 	if wrote {
@@ -469,7 +471,7 @@ func (r *Reconciler) prune(ctx context.Context, s *scope, component string, list
 		}
 	}
 	_, err = r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
-		client.MatchingLabels{components.ControlPlaneLabel: s.hcp.Name, components.ComponentLabel: component})
+		client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name, contract.ComponentLabel: component})
 	return err
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Finalizer holds a HostedControlPlane until the Secrets cert-manager issued
@@ -62,7 +63,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings components
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
-		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: components.ManagedBy},
+		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes;hostedcontrolplanes/status;hostedcontrolplanes/finalizers,verbs=get;list;watch;update;patch
@@ -46,7 +46,7 @@ import (
 func CacheOptions() cache.Options {
 	all := cache.ByObject{Label: labels.Everything()}
 	return cache.Options{
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedBy}),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{contract.ManagedByLabel: contract.ManagedBy}),
 		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
 	}
 }
@@ -88,7 +88,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func mapByLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[components.ControlPlaneLabel]
+	name := obj.GetLabels()[contract.ControlPlaneLabel]
 	if name == "" {
 		return nil
 	}

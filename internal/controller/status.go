@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // updateStatus computes the status from what is observed, in one place.
@@ -28,7 +28,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	if s.in == nil {
 		return
 	}
-	st.Selector = s.in.SelectorString(components.APIServerComponent)
+	st.Selector = s.in.SelectorString(contract.APIServerComponent)
 
 	d := &appsv1.Deployment{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
@@ -49,7 +49,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int32) {
 	pods := &corev1.PodList{}
 	if err := r.client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
-		client.MatchingLabels(s.in.Selector(components.APIServerComponent))); err != nil {
+		client.MatchingLabels(s.in.Selector(contract.APIServerComponent))); err != nil {
 		return "", 0
 	}
 	var oldest *semver.Version
@@ -57,13 +57,13 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 	var n int32
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		v, err := v1alpha1.ParseVersion(p.Labels[components.VersionLabel])
+		v, err := v1alpha1.ParseVersion(p.Labels[contract.VersionLabel])
 		if err != nil || !podReady(p) {
 			continue
 		}
 		n++
 		if oldest == nil || v.LT(*oldest) {
-			oldest, raw = &v, p.Labels[components.VersionLabel]
+			oldest, raw = &v, p.Labels[contract.VersionLabel]
 		}
 	}
 	return raw, n
@@ -75,7 +75,7 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 // objects cannot be read keeps what was reported before.
 func (r *Reconciler) observeEtcd(ctx context.Context, s *scope) {
 	st, mine := &s.hcp.Status.Etcd, []client.ListOption{
-		client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(components.EtcdComponent)),
+		client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(contract.EtcdComponent)),
 	}
 	pods := &corev1.PodList{}
 	if err := r.client.List(ctx, pods, mine...); err == nil {
@@ -127,7 +127,7 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) {
 	kubeconfig := s.kubeconfig
 	if kubeconfig == nil {
 		secret := &corev1.Secret{}
-		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: components.ClusterKubeconfigName(s.cluster.Name)}
+		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: contract.ClusterKubeconfigName(s.cluster.Name)}
 		if err := r.client.Get(ctx, key, secret); err != nil {
 			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
 			return

@@ -26,6 +26,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // WorkloadClusters reaches workload clusters: Cluster API's ClusterCache,
@@ -61,7 +62,7 @@ func ClusterCacheOptions(secrets client.Reader) clustercache.Options {
 	return clustercache.Options{
 		SecretClient: secrets,
 		Cache:        clustercache.CacheOptions{ByObject: byObject},
-		Client:       clustercache.ClientOptions{UserAgent: components.ManagedBy},
+		Client:       clustercache.ClientOptions{UserAgent: contract.ManagedBy},
 	}
 }
 
@@ -125,7 +126,7 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 		}
 		return nil
 	}
-	applier := &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: components.ManagedBy}
+	applier := &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: contract.ManagedBy}
 	var errs []error
 	for _, a := range r.addons() {
 		out, err := r.syncAddon(ctx, s, applier, a)

@@ -41,7 +41,7 @@ type Target struct {
 	Endpoints   []string
 	Credentials Credentials
 	// Quota is the backend quota the members were started with
-	// (components.EtcdQuotaOf), for members that do not report theirs;
+	// (contract.EtcdQuotaOf), for members that do not report theirs;
 	// zero when not known.
 	Quota int64
 }

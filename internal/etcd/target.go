@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Secret keys of the health-check client certificate.
@@ -28,20 +28,20 @@ const (
 // "client") and the health-check client certificate from its Secret.
 func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedName) (Target, error) {
 	creds, err := credentials(ctx, r, types.NamespacedName{
-		Namespace: cluster.Namespace, Name: components.EtcdHealthcheckSecretName(cluster.Name),
+		Namespace: cluster.Namespace, Name: contract.EtcdHealthcheckSecretName(cluster.Name),
 	})
 	if err != nil {
 		return Target{}, err
 	}
 	endpoints, err := readyEndpoints(ctx, r, types.NamespacedName{
-		Namespace: cluster.Namespace, Name: components.EtcdName(cluster.Name),
+		Namespace: cluster.Namespace, Name: contract.EtcdName(cluster.Name),
 	})
 	if err != nil {
 		return Target{}, err
 	}
 	return Target{
 		Cluster:     cluster,
-		ServerName:  components.EtcdServerName(cluster.Name, cluster.Namespace),
+		ServerName:  contract.EtcdServerName(cluster.Name, cluster.Namespace),
 		Endpoints:   endpoints,
 		Credentials: creds,
 	}, nil
@@ -78,7 +78,7 @@ func readyEndpoints(ctx context.Context, r client.Reader, service types.Namespac
 	}
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("no ready endpoint with port %q in the EndpointSlices of Service %s",
-			components.EtcdClientPortName, service)
+			contract.EtcdClientPortName, service)
 	}
 	return sortedUnique(endpoints), nil
 }
@@ -102,7 +102,7 @@ func sliceEndpoints(slice *discoveryv1.EndpointSlice) []string {
 
 func clientPort(slice *discoveryv1.EndpointSlice) int32 {
 	for _, p := range slice.Ports {
-		if p.Name != nil && *p.Name == components.EtcdClientPortName && p.Port != nil {
+		if p.Name != nil && *p.Name == contract.EtcdClientPortName && p.Port != nil {
 			return *p.Port
 		}
 	}

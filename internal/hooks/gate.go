@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
 )
 
@@ -111,7 +111,7 @@ func (h *Handlers) Problems(ctx context.Context, cluster *clusterv1.Cluster) []s
 	}
 	var quota int64
 	if hcp != nil {
-		quota = components.EtcdQuotaOf(hcp)
+		quota = contract.EtcdQuotaOf(hcp)
 	}
 	if p := h.etcdHealth(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}, quota); p != "" {
 		problems = append(problems, p)

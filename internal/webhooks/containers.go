@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Bounds of args beside the schema's count (at most 64 per container).
@@ -28,21 +28,21 @@ const (
 type container struct {
 	path  *field.Path
 	spec  *v1alpha1.Container
-	owned components.OwnedFlags
+	owned contract.OwnedFlags
 	weak  []weakening
 }
 
 func containers(path *field.Path, s *v1alpha1.ControlPlaneSettings) []container {
 	deployment := path.Child("deployment")
 	return []container{
-		{deployment.Child("apiServer"), &s.Deployment.APIServer.Container, components.APIServerOwnedFlags, apiServerWeakenings},
-		{deployment.Child("apiServer", "konnectivity"), &s.Deployment.APIServer.Konnectivity, components.KonnectivityServerOwnedFlags, nil},
-		{deployment.Child("controllerManager"), &s.Deployment.ControllerManager.Container, components.ControllerManagerOwnedFlags, controllerManagerWeakenings},
-		{deployment.Child("scheduler"), &s.Deployment.Scheduler.Container, components.SchedulerOwnedFlags, schedulerWeakenings},
-		{path.Child("etcd"), &s.Etcd.Container, components.EtcdOwnedFlags, nil},
-		{path.Child("konnectivityClient"), &s.KonnectivityClient.Container, components.KonnectivityAgentOwnedFlags, nil},
-		{path.Child("coredns"), &s.CoreDNS.Container, components.CoreDNSOwnedFlags, nil},
-		{path.Child("kubeProxy"), &s.KubeProxy.Container, components.KubeProxyOwnedFlags, nil},
+		{deployment.Child("apiServer"), &s.Deployment.APIServer.Container, contract.APIServerOwnedFlags, apiServerWeakenings},
+		{deployment.Child("apiServer", "konnectivity"), &s.Deployment.APIServer.Konnectivity, contract.KonnectivityServerOwnedFlags, nil},
+		{deployment.Child("controllerManager"), &s.Deployment.ControllerManager.Container, contract.ControllerManagerOwnedFlags, controllerManagerWeakenings},
+		{deployment.Child("scheduler"), &s.Deployment.Scheduler.Container, contract.SchedulerOwnedFlags, schedulerWeakenings},
+		{path.Child("etcd"), &s.Etcd.Container, contract.EtcdOwnedFlags, nil},
+		{path.Child("konnectivityClient"), &s.KonnectivityClient.Container, contract.KonnectivityAgentOwnedFlags, nil},
+		{path.Child("coredns"), &s.CoreDNS.Container, contract.CoreDNSOwnedFlags, nil},
+		{path.Child("kubeProxy"), &s.KubeProxy.Container, contract.KubeProxyOwnedFlags, nil},
 	}
 }
 
@@ -51,7 +51,7 @@ func (c container) validate() field.ErrorList {
 	return append(errs, validateArgs(c.path.Child("args"), c.spec.Args, c.owned)...)
 }
 
-func validateArgs(path *field.Path, args map[string]string, owned components.OwnedFlags) field.ErrorList {
+func validateArgs(path *field.Path, args map[string]string, owned contract.OwnedFlags) field.ErrorList {
 	var errs field.ErrorList
 	for _, name := range slices.Sorted(maps.Keys(args)) {
 		switch {

@@ -16,7 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // minCADuration is the shortest lifetime accepted for a certificate
@@ -362,7 +362,7 @@ func validateVolumeGrowth(path *field.Path, old, hcp *v1alpha1.HostedControlPlan
 		if had := old.Spec.Etcd.VolumeSize; had != nil {
 			return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
 				"cannot be removed once set (was %s): volumes only grow, and without it they would be sized at the default %s; set it to at least %s",
-				had, components.DefaultEtcdVolumeSize.String(), had))}
+				had, contract.DefaultEtcdVolumeSize.String(), had))}
 		}
 		return nil
 	}

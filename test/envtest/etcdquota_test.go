@@ -11,7 +11,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // etcd's quota follows spec.etcd.volumeSize through admission and the
@@ -23,7 +23,7 @@ func TestEtcdQuotaFollowsVolume(t *testing.T) {
 		args map[string]string
 		want string
 	}{
-		"derived":  {want: strconv.FormatInt(components.EtcdQuota(resource.MustParse("8Gi")), 10)},
+		"derived":  {want: strconv.FormatInt(contract.EtcdQuota(resource.MustParse("8Gi")), 10)},
 		"override": {args: map[string]string{"quota-backend-bytes": "4294967296"}, want: "4294967296"},
 	} {
 		cluster := newCluster(t, ns, name, 0)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // workloadCluster is the workload cluster of a test, as its users reach it.
@@ -88,7 +89,7 @@ func (w *workloadCluster) controllerWrites(t *testing.T, since time.Time) []Writ
 	require.NoError(t, err)
 	var writes []Write
 	for _, wr := range all {
-		if wr.UserAgent == components.ManagedBy {
+		if wr.UserAgent == contract.ManagedBy {
 			writes = append(writes, wr)
 		}
 	}

@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
@@ -56,7 +56,7 @@ func startEtcd(t testing.TB, cluster, namespace string) *etcdCluster {
 	t.Helper()
 	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir()}
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} // etcd's gateway dials itself with it
-	c.serverCert, c.serverKey = c.ca.issue(t, "etcd", []string{components.EtcdServerName(cluster, namespace)}, nil, both...)
+	c.serverCert, c.serverKey = c.ca.issue(t, "etcd", []string{contract.EtcdServerName(cluster, namespace)}, nil, both...)
 	c.clientCert, c.clientKey = c.ca.issue(t, "healthcheck", nil, nil, x509.ExtKeyUsageClientAuth)
 	for name, data := range map[string][]byte{"ca.crt": c.ca.PEM, "server.crt": c.serverCert, "server.key": c.serverKey} {
 		require.NoError(t, os.WriteFile(filepath.Join(c.dir, name), data, 0o600))
@@ -156,7 +156,7 @@ func (c *etcdCluster) client(i int) *clientv3.Client {
 	roots.AppendCertsFromPEM(c.ca.PEM)
 	// Named by the certificate's DNS name (gRPC verifies the endpoint's
 	// host), dialled at the member's address.
-	name := net.JoinHostPort(components.EtcdServerName(c.cluster, c.namespace), strconv.Itoa(c.clientPort))
+	name := net.JoinHostPort(contract.EtcdServerName(c.cluster, c.namespace), strconv.Itoa(c.clientPort))
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{"https://" + name}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12},
@@ -217,11 +217,11 @@ func (c *etcdCluster) setAlarm(i int, raise bool) {
 func (c *etcdCluster) publish() {
 	c.t.Helper()
 	ctx := testContext(c.t)
-	name := components.EtcdName(c.cluster)
+	name := contract.EtcdName(c.cluster)
 	require.NoError(c.t, k8s.Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{
-			{Name: components.EtcdClientPortName, Port: components.EtcdClientPort},
+			{Name: contract.EtcdClientPortName, Port: contract.EtcdClientPort},
 		}},
 	}))
 	// The API server refuses loopback IPs in IPv4 slices; an FQDN slice
@@ -230,7 +230,7 @@ func (c *etcdCluster) publish() {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: c.namespace, Name: name + "-members", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeFQDN,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(components.EtcdClientPortName), Port: ptr.To(int32(c.clientPort))}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(contract.EtcdClientPortName), Port: ptr.To(int32(c.clientPort))}},
 	}
 	for _, ip := range c.ips {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
@@ -241,7 +241,7 @@ func (c *etcdCluster) publish() {
 
 func (c *etcdCluster) secret(cert, key, ca []byte) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: components.EtcdHealthcheckSecretName(c.cluster)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: contract.EtcdHealthcheckSecretName(c.cluster)},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key, "ca.crt": ca},
 	}

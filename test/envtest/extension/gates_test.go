@@ -17,7 +17,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/hooks"
 )
 
@@ -99,7 +99,7 @@ func TestUpgradeGatesFollowControlPlaneHealth(t *testing.T) {
 	// A member whose endpoint is not ready is not dialled, but the member
 	// list still counts it.
 	slice := &discoveryv1.EndpointSlice{}
-	require.NoError(t, k8s.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: components.EtcdName("demo") + "-members"}, slice))
+	require.NoError(t, k8s.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: contract.EtcdName("demo") + "-members"}, slice))
 	slice.Endpoints[2].Conditions.Ready = ptr.To(false)
 	require.NoError(t, k8s.Update(testContext(t), slice))
 	g.holds("etcd: member member-2 does not answer")

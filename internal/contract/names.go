@@ -1,8 +1,7 @@
-package components
+package contract
 
-// Names of the objects a hosted control plane owns. They derive from the
-// Cluster's name, as Cluster API's own secret names do, and are shared with
-// the extension, which reads some of them.
+// Names of the objects a hosted control plane owns that another party reads.
+// They derive from the Cluster's name, as Cluster API's own secret names do.
 
 // EtcdName is the name of the etcd StatefulSet and of its client Service.
 func EtcdName(cluster string) string { return cluster + "-etcd" }
@@ -21,8 +20,21 @@ func EtcdServerName(cluster, namespace string) string {
 	return EtcdName(cluster) + "." + namespace + ".svc"
 }
 
+// APIServerServiceName is the Service in front of the API server pods, which
+// the exposure serves and the TLSRoutes point at.
+func APIServerServiceName(cluster string) string { return cluster + "-apiserver" }
+
+// ClusterKubeconfigName is Cluster API's kubeconfig Secret of a cluster.
+func ClusterKubeconfigName(cluster string) string { return cluster + "-kubeconfig" }
+
 // EtcdClientPort is etcd's client port, named "client" on its Services.
 const (
 	EtcdClientPort     = 2379
 	EtcdClientPortName = "client"
+)
+
+// Ports of the API server and the konnectivity server beside it.
+const (
+	APIServerPort    = 6443
+	KonnectivityPort = 8132
 )
