@@ -25,13 +25,17 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// goldenCase is a representative control plane and where it is served.
+// goldenCase is a representative control plane and where it is served. There
+// is one per exposure type: gateway, LoadBalancer, ClusterIP and NodePort.
 type goldenCase struct {
 	name     string
 	cp       func(*v1alpha1.HostedControlPlane)
 	cluster  func(*clusterv1.Cluster)
 	listener *contract.GatewayListener
 	endpoint clusterv1.APIEndpoint
+	// konnectivityPort is what the controller read from the exposure Service
+	// when it is not the konnectivity server's own port: a node port.
+	konnectivityPort int32
 }
 
 var goldenCases = []goldenCase{
@@ -81,6 +85,18 @@ var goldenCases = []goldenCase{
 		},
 		endpoint: clusterv1.APIEndpoint{Host: "api.demo.internal", Port: 443},
 	},
+	{
+		// The host is the user's; the port is the API server's node port,
+		// which the controller recorded in the endpoint and the Service then
+		// pins, and the agents reach konnectivity on its own node port.
+		name: "nodeport",
+		cp: func(cp *v1alpha1.HostedControlPlane) {
+			cp.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
+			cp.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "nodes.demo.example.com", Port: 31443}
+		},
+		endpoint:         clusterv1.APIEndpoint{Host: "nodes.demo.example.com", Port: 31443},
+		konnectivityPort: 31132,
+	},
 }
 
 // input builds the Input of a case, as the reconciler would.
@@ -104,12 +120,23 @@ func (c goldenCase) input(t testing.TB) *Input {
 	if c.listener != nil {
 		in.KonnectivityPort = c.listener.Port
 	}
+	if c.konnectivityPort != 0 {
+		in.KonnectivityPort = c.konnectivityPort
+	}
 	in.SecretHashes = map[string]string{in.EtcdServerSecret(): "e1", in.APIServerCertSecret(): "a1", in.SASecret(): "s1"}
 	return in
 }
 
-// renderAll renders every object of a control plane, in the reconciler's order.
-func renderAll(t testing.TB, in *Input) []client.Object {
+// goldenComponent is what one component renders, checked in as
+// testdata/<case>/<file>.yaml so that a change to it shows once in review.
+type goldenComponent struct {
+	file string
+	objs []client.Object
+}
+
+// renderComponents renders every component of a control plane, in the
+// reconciler's order: the management side, then the workload side.
+func renderComponents(t testing.TB, in *Input) []goldenComponent {
 	t.Helper()
 	configs, err := Configs(in)
 	require.NoError(t, err)
@@ -122,15 +149,29 @@ func renderAll(t testing.TB, in *Input) []client.Object {
 	require.NoError(t, err)
 	kubeProxy, err := KubeProxy(in)
 	require.NoError(t, err)
-	var objs []client.Object
-	for _, group := range [][]client.Object{
-		Exposure(in), PKI(in), configs,
-		{cluster},
-		Etcd(in), APIServer(in), ControllerManager(in), Scheduler(in),
+	return []goldenComponent{
+		{"exposure", Exposure(in)},
+		{"pki", PKI(in)},
+		{"configs", configs},
+		{"cluster-kubeconfig", []client.Object{cluster}},
+		{"etcd", Etcd(in)},
+		{"apiserver", APIServer(in)},
+		{"controller-manager", ControllerManager(in)},
+		{"scheduler", Scheduler(in)},
 		// In the workload cluster.
-		join, CoreDNS(in), kubeProxy, KonnectivityAgent(in),
-	} {
-		objs = append(objs, group...)
+		{"join", join},
+		{"coredns", CoreDNS(in)},
+		{"kube-proxy", kubeProxy},
+		{"konnectivity-agent", KonnectivityAgent(in)},
+	}
+}
+
+// renderAll renders every object of a control plane, in the reconciler's order.
+func renderAll(t testing.TB, in *Input) []client.Object {
+	t.Helper()
+	var objs []client.Object
+	for _, c := range renderComponents(t, in) {
+		objs = append(objs, c.objs...)
 	}
 	return objs
 }
@@ -149,20 +190,39 @@ func toYAML(t testing.TB, objs []client.Object) []byte {
 	return buf.Bytes()
 }
 
-// Every rendered object is checked into testdata/: a change to what a
-// control plane looks like shows up in review as a YAML diff. Run
-// `go test ./internal/components -update` to accept one.
+// Every rendered object is checked into testdata/<case>/<component>.yaml: a
+// change to what a control plane looks like shows up in review as a YAML
+// diff, once, in the component it concerns. Run
+// `go test ./internal/components -run TestGolden -update` to accept one.
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
-			got := toYAML(t, renderAll(t, c.input(t)))
-			path := filepath.Join("testdata", c.name+".yaml")
+			dir := filepath.Join("testdata", c.name)
 			if *update {
-				require.NoError(t, os.WriteFile(path, got, 0o600))
+				// Rewritten whole, so a component no longer rendered leaves no file behind.
+				require.NoError(t, os.RemoveAll(dir))
+				require.NoError(t, os.MkdirAll(dir, 0o750))
 			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run go test ./internal/components -update to create it")
-			assert.Equal(t, string(want), string(got), "rendering changed; review and run with -update if intended")
+			var files []string
+			for _, comp := range renderComponents(t, c.input(t)) {
+				file := comp.file + ".yaml"
+				files = append(files, file)
+				got := toYAML(t, comp.objs)
+				path := filepath.Join(dir, file)
+				if *update {
+					require.NoError(t, os.WriteFile(path, got, 0o600))
+				}
+				want, err := os.ReadFile(path)
+				require.NoError(t, err, "run go test ./internal/components -run TestGolden -update to create it")
+				assert.Equal(t, string(want), string(got), "%s: rendering changed; review and run with -update if intended", path)
+			}
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var present []string
+			for _, e := range entries {
+				present = append(present, e.Name())
+			}
+			assert.ElementsMatch(t, files, present, "%s holds a file no component renders", dir)
 		})
 	}
 }
