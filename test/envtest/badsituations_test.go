@@ -138,16 +138,7 @@ func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
 // an event, and carries on by itself once they are installed. This needs an
 // API server of its own, without those CRDs, and a controller for it.
 func TestCertManagerMissing(t *testing.T) {
-	own, err := StartWith(CAPICRDs, GatewayAPICRDs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = own.Stop() })
-	ctrl, err := own.StartController(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
-
-	shared := env
-	env = own // the helpers talk to this API server for the rest of the test
-	t.Cleanup(func() { env = shared })
+	own := withOwnAPIServer(t, CAPICRDs, GatewayAPICRDs)
 
 	cluster := newCluster(t, namespace(t), "nocm", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -171,16 +162,7 @@ func TestCertManagerMissing(t *testing.T) {
 // condition, an event and Available false saying why. This needs an API
 // server of its own, without those CRDs, and a controller for it.
 func TestGatewayAPIMissing(t *testing.T) {
-	own, err := StartWith(CAPICRDs, CertManagerCRDs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = own.Stop() })
-	ctrl, err := own.StartController(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
-
-	shared := env
-	env = own // the helpers talk to this API server for the rest of the test
-	t.Cleanup(func() { env = shared })
+	withOwnAPIServer(t, CAPICRDs, CertManagerCRDs)
 
 	cluster := newCluster(t, namespace(t), "nogw", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -230,4 +212,21 @@ func routesThroughGateway(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 
 	say("gw-konnectivity", yes, yes)
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}
+
+// withOwnAPIServer starts an API server with only the given CRDs and a
+// controller for it, and points the test's helpers at it until the test
+// ends.
+func withOwnAPIServer(t *testing.T, crds ...ModuleCRDs) *Env {
+	t.Helper()
+	own, err := StartWith(crds...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	ctrl, err := own.StartController(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
+	shared := env
+	env = own
+	t.Cleanup(func() { env = shared })
+	return own
 }
