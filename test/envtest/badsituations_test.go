@@ -19,6 +19,25 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
+// warningEvents counts the Warning events with reason about the control plane,
+// each repetition of a series included.
+func warningEvents(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) int32 {
+	t.Helper()
+	events := &eventsv1.EventList{}
+	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(hcp.Namespace)))
+	n := int32(0)
+	for _, e := range events.Items {
+		if e.Regarding.Name != hcp.Name || e.Reason != reason || e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		n++
+		if e.Series != nil {
+			n += e.Series.Count - 1
+		}
+	}
+	return n
+}
+
 // hasEvent waits for a Warning event with reason about the control plane.
 func hasEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) {
 	t.Helper()
@@ -83,7 +102,8 @@ func TestGatewayProblems(t *testing.T) {
 }
 
 // A Cluster without a service network stops the control plane with a
-// condition and an event until the network is set.
+// condition, Available false saying why, and one event however often the
+// pass is retried, until the network is set.
 func TestClusterWithoutNetwork(t *testing.T) {
 	ns := namespace(t)
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nonet"}}
@@ -94,6 +114,12 @@ func TestClusterWithoutNetwork(t *testing.T) {
 	assert.Contains(t, c.Message, "has no spec.clusterNetwork.services.cidrBlocks")
 	hasEvent(t, hcp, v1alpha1.ClusterNetworkMissingReason)
 	absent(t, &corev1.Service{}, ns, "nonet-apiserver")
+	c = waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
+	assert.Contains(t, c.Message, "the API server cannot answer before ClusterReady: ")
+	// The controller retries with backoff all along; the situation has not
+	// changed, so it is told once.
+	time.Sleep(10 * time.Second)
+	assert.Equal(t, int32(1), warningEvents(t, hcp, v1alpha1.ClusterNetworkMissingReason), "Warning events for one unchanged situation")
 
 	require.NoError(t, update(t, cluster, func(c *clusterv1.Cluster) {
 		c.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.128.0.0/16"}
@@ -138,16 +164,7 @@ func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
 // an event, and carries on by itself once they are installed. This needs an
 // API server of its own, without those CRDs, and a controller for it.
 func TestCertManagerMissing(t *testing.T) {
-	own, err := StartWith(CAPICRDs, GatewayAPICRDs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = own.Stop() })
-	ctrl, err := own.StartController(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
-
-	shared := env
-	env = own // the helpers talk to this API server for the rest of the test
-	t.Cleanup(func() { env = shared })
+	own := withOwnAPIServer(t, CAPICRDs, GatewayAPICRDs)
 
 	cluster := newCluster(t, namespace(t), "nocm", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -171,16 +188,7 @@ func TestCertManagerMissing(t *testing.T) {
 // condition, an event and Available false saying why. This needs an API
 // server of its own, without those CRDs, and a controller for it.
 func TestGatewayAPIMissing(t *testing.T) {
-	own, err := StartWith(CAPICRDs, CertManagerCRDs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = own.Stop() })
-	ctrl, err := own.StartController(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
-
-	shared := env
-	env = own // the helpers talk to this API server for the rest of the test
-	t.Cleanup(func() { env = shared })
+	withOwnAPIServer(t, CAPICRDs, CertManagerCRDs)
 
 	cluster := newCluster(t, namespace(t), "nogw", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -230,4 +238,21 @@ func routesThroughGateway(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 
 	say("gw-konnectivity", yes, yes)
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}
+
+// withOwnAPIServer starts an API server with only the given CRDs and a
+// controller for it, and points the test's helpers at it until the test
+// ends.
+func withOwnAPIServer(t *testing.T, crds ...ModuleCRDs) *Env {
+	t.Helper()
+	own, err := StartWith(crds...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	ctrl, err := own.StartController(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctrl.Stop(10 * time.Second) })
+	shared := env
+	env = own
+	t.Cleanup(func() { env = shared })
+	return own
 }

@@ -2,6 +2,7 @@ package envtest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,21 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog st
 	apiserver, err := StartProcess(filepath.Join(bin, "kube-apiserver"), nil, args...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = apiserver.Stop(20 * time.Second) })
+	// It starts in seconds on an idle machine and in a minute or more on a
+	// busy one; a flag it refuses ends it at once.
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if exited, err := apiserver.Exited(); exited {
+			t.Fatalf("the hosted API server exited (%v):\n%s", err, apiserver.Output())
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hosted API server does not listen on %s:\n%s", addr, apiserver.Output())
+		}
+	}
 	return audit["audit-log-path"]
 }
 

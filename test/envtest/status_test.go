@@ -3,13 +3,11 @@ package envtest
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -68,35 +66,4 @@ func TestStatusReportsObservedEtcd(t *testing.T) {
 	})
 	assert.Equal(t, []string{"observed-etcd-0", "observed-etcd-1", "observed-etcd-2"}, hcp.Status.Etcd.Members)
 	assert.Equal(t, "3Gi", hcp.Status.Etcd.VolumeSize.String(), "what the volume was given, not the spec's 2Gi")
-}
-
-// Available is false with a reason on the paths that stop a pass early, and
-// a bad situation is told in one Warning event, not one per retry.
-func TestAvailableAndOneEventOnEveryPath(t *testing.T) {
-	ns := namespace(t)
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "once"}}
-	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: "once"}
-	require.NoError(t, env.Client.Create(testContext(t), cluster))
-	hcp := newControlPlane(t, cluster, nil)
-	waitCondition(t, hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
-	c := waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.ClusterNetworkMissingReason)
-	assert.Contains(t, c.Message, "the API server cannot answer before ClusterReady: ")
-	assert.Contains(t, c.Message, "has no spec.clusterNetwork.services.cidrBlocks")
-	hasEvent(t, hcp, v1alpha1.ClusterNetworkMissingReason)
-
-	// The controller retries with backoff all along; the situation has
-	// not changed, so it is told once.
-	time.Sleep(10 * time.Second)
-	events := &eventsv1.EventList{}
-	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(ns)))
-	told := int32(0)
-	for _, e := range events.Items {
-		if e.Regarding.Name == hcp.Name && e.Reason == v1alpha1.ClusterNetworkMissingReason {
-			told++
-			if e.Series != nil {
-				told += e.Series.Count - 1
-			}
-		}
-	}
-	assert.Equal(t, int32(1), told, "Warning events for one unchanged situation")
 }

@@ -543,8 +543,14 @@ func (r workerRecord) remove() error {
 	if _, err := os.Stat("/run/netns/" + r.Netns); err == nil {
 		errs = append(errs, ip("netns", "delete", r.Netns))
 	}
-	if err := exec.Command("ip", "link", "show", r.HostVeth).Run(); err == nil {
-		errs = append(errs, ip("link", "delete", r.HostVeth))
+	// The kernel removes the host's end of the veth by itself once the
+	// worker's network namespace is gone, a moment after its last process
+	// or its delete: only a veth still there after a failed delete is left.
+	linkExists := func() bool { return exec.Command("ip", "link", "show", r.HostVeth).Run() == nil }
+	if linkExists() {
+		if err := ip("link", "delete", r.HostVeth); err != nil && linkExists() {
+			errs = append(errs, err)
+		}
 	}
 	for _, d := range slices.Backward(r.CreatedDirs) {
 		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTEMPTY) {
