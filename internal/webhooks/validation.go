@@ -54,25 +54,27 @@ func validateExposure(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.
 	}
 	var errs field.ErrorList
 	gw := path.Child("gateway")
-	if s.Gateway.Name == "" {
-		errs = append(errs, field.Required(gw.Child("name"),
-			"name the Gateway whose TLS passthrough listener serves this control plane, or remove spec.gateway"))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(s.Gateway.Name) {
-			errs = append(errs, field.Invalid(gw.Child("name"), s.Gateway.Name, "must be a Gateway name: "+msg))
-		}
-	}
-	if s.Gateway.Namespace == "" {
-		errs = append(errs, field.Required(gw.Child("namespace"),
-			"set the namespace of the Gateway named in spec.gateway.name"))
-	} else {
-		for _, msg := range validation.IsDNS1123Label(s.Gateway.Namespace) {
-			errs = append(errs, field.Invalid(gw.Child("namespace"), s.Gateway.Namespace, "must be a namespace name: "+msg))
-		}
-	}
+	errs = append(errs, objectName(gw.Child("name"), s.Gateway.Name, "Gateway", validation.IsDNS1123Subdomain,
+		"name the Gateway whose TLS passthrough listener serves this control plane, or remove spec.gateway")...)
+	errs = append(errs, objectName(gw.Child("namespace"), s.Gateway.Namespace, "namespace", validation.IsDNS1123Label,
+		"set the namespace of the Gateway named in spec.gateway.name")...)
 	if s.Exposure != nil {
 		errs = append(errs, field.Forbidden(path.Child("exposure"),
 			"exposure applies only without a gateway; set either spec.gateway or spec.exposure, not both"))
+	}
+	return errs
+}
+
+// objectName checks the name (or namespace) of an object a control plane
+// refers to: required says what to set when it is empty, and every way it
+// fails check is told as not being a name of kind.
+func objectName(path *field.Path, value, kind string, check func(string) []string, required string) field.ErrorList {
+	if value == "" {
+		return field.ErrorList{field.Required(path, required)}
+	}
+	var errs field.ErrorList
+	for _, msg := range check(value) {
+		errs = append(errs, field.Invalid(path, value, "must be a "+kind+" name: "+msg))
 	}
 	return errs
 }
@@ -133,14 +135,8 @@ func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorLi
 			fmt.Sprintf("must be a cron schedule with five fields (for example \"0 3 * * *\") or a descriptor such as @daily: %v", err)))
 	}
 	secret := path.Child("secret")
-	if backup.Secret.Name == "" {
-		errs = append(errs, field.Required(secret.Child("name"),
-			"secret is required: name the Secret that holds the S3 endpoint, bucket and credentials"))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(backup.Secret.Name) {
-			errs = append(errs, field.Invalid(secret.Child("name"), backup.Secret.Name, "must be a Secret name: "+msg))
-		}
-	}
+	errs = append(errs, objectName(secret.Child("name"), backup.Secret.Name, "Secret", validation.IsDNS1123Subdomain,
+		"secret is required: name the Secret that holds the S3 endpoint, bucket and credentials")...)
 	if ns := backup.Secret.Namespace; ns != nil {
 		for _, msg := range validation.IsDNS1123Label(*ns) {
 			errs = append(errs, field.Invalid(secret.Child("namespace"), *ns, "must be a namespace name: "+msg))
