@@ -115,6 +115,17 @@ func errorsOf(change func(*v1alpha1.HostedControlPlane)) []string {
 	return msgs
 }
 
+// assertErrors checks that a valid control plane, changed, fails with the
+// wanted messages in order, and only those.
+func assertErrors(t *testing.T, change func(*v1alpha1.HostedControlPlane), want []string) {
+	t.Helper()
+	msgs := errorsOf(change)
+	require.Len(t, msgs, len(want), "%q", msgs)
+	for i, w := range want {
+		assert.Contains(t, msgs[i], w)
+	}
+}
+
 func TestValidIsValid(t *testing.T) {
 	assert.Empty(t, ValidateHostedControlPlane(valid()))
 }
@@ -192,11 +203,7 @@ func TestArgs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs := errorsOf(tc.change)
-			require.Len(t, msgs, len(tc.want), "%q", msgs)
-			for i, want := range tc.want {
-				assert.Contains(t, msgs[i], want)
-			}
+			assertErrors(t, tc.change, tc.want)
 		})
 	}
 }
@@ -326,11 +333,7 @@ func TestEndpointByExposure(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs := errorsOf(tc.change)
-			require.Len(t, msgs, len(tc.want), "%q", msgs)
-			for i, want := range tc.want {
-				assert.Contains(t, msgs[i], want)
-			}
+			assertErrors(t, tc.change, tc.want)
 		})
 	}
 }
