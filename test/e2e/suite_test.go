@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +110,7 @@ func namespace(t testing.TB, name string) string {
 			ctx := context.Background()
 			dumpControlPlanes(ctx, t, name)
 			dumpPods(ctx, t.Output())
+			dumpEvents(ctx, t.Output(), name)
 			dumpLogs(ctx, t.Output(), "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 60)
 			dumpLogs(ctx, t.Output(), "capi-system", "cluster.x-k8s.io/provider=cluster-api", 40)
 		}
@@ -149,6 +151,26 @@ func dumpPods(ctx context.Context, w io.Writer) {
 		for _, s := range p.Status.ContainerStatuses {
 			_, _ = fmt.Fprintf(w, "  %s ready=%v restarts=%d %+v\n", s.Name, s.Ready, s.RestartCount, s.State)
 		}
+	}
+}
+
+// dumpEvents prints the events of the namespace's objects other than pods,
+// oldest first: cert-manager's say why a certificate was issued, ours what a
+// phase waited for.
+func dumpEvents(ctx context.Context, w io.Writer, ns string) {
+	events, err := clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		_, _ = fmt.Fprintln(w, err)
+		return
+	}
+	items := events.Items
+	sort.SliceStable(items, func(i, j int) bool { return items[i].LastTimestamp.Before(&items[j].LastTimestamp) })
+	for _, e := range items {
+		if e.InvolvedObject.Kind == "Pod" {
+			continue
+		}
+		_, _ = fmt.Fprintf(w, "event %s %s %s/%s x%d %s: %s\n", e.LastTimestamp.Format(time.TimeOnly), e.Type,
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Count, e.Reason, e.Message)
 	}
 }
 
