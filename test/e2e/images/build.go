@@ -101,6 +101,8 @@ func builds() []build {
 		goBuild("konnectivity/"+KonnectivityVersion, "hack/konnectivity", "-s -w",
 			target{"sigs.k8s.io/apiserver-network-proxy/cmd/server", "proxy-server"},
 			target{"sigs.k8s.io/apiserver-network-proxy/cmd/agent", "proxy-agent"}),
+		goBuild("traefik/"+TraefikVersion, "hack/traefik", "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version="+TraefikVersion,
+			cmd("github.com/traefik/traefik/v3/cmd/traefik")),
 		goBuild("capi/"+CAPIVersion, "hack/capi", "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion="+CAPIVersion,
 			target{"sigs.k8s.io/cluster-api/core", "manager"}),
 		own,

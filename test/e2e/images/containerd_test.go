@@ -67,6 +67,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{"registry.k8s.io/kas-network-proxy/proxy-server:" + KonnectivityVersion, []string{"/proxy-server", "--help"}, "--cluster-cert"},
 		{"registry.k8s.io/kas-network-proxy/proxy-agent:" + KonnectivityVersion, []string{"/proxy-agent", "--help"}, "--proxy-server-host"},
 		{"registry.k8s.io/pause:" + PauseVersion, []string{"/pause", "-v"}, "pause.c " + PauseVersion},
+		{"docker.io/library/traefik:" + TraefikVersion, []string{"/traefik", "version"}, TraefikVersion},
 		{"registry.k8s.io/cluster-api/cluster-api-controller:" + CAPIVersion, []string{"/manager", "--help"}, "--feature-gates"},
 		{"hostedcp.test/cert-manager:" + CertManagerVersion, []string{"/cert-manager", "--help"}, "-leader-elect"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, []string{"/controller", "--help"}, ""},

@@ -72,6 +72,8 @@ func catalog(bin string, netfilter []file) []image {
 		rootImage(upstream("kas-network-proxy/proxy-server", KonnectivityVersion), filepath.Join(konnectivity, "proxy-server")),
 		rootImage(upstream("kas-network-proxy/proxy-agent", KonnectivityVersion), filepath.Join(konnectivity, "proxy-agent")),
 		rootImage(upstream("pause", PauseVersion), filepath.Join(bin, "pause", PauseVersion, "pause")),
+		// Traefik's own image has its binary at the root too, and runs as root.
+		rootImage("docker.io/library/traefik:"+TraefikVersion, filepath.Join(bin, "traefik", TraefikVersion, "traefik")),
 		capi,
 	)
 	for _, own := range []struct{ ref, binary string }{

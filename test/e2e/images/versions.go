@@ -26,6 +26,10 @@ const (
 	PauseVersion = "3.10.2"
 	// CAPIVersion is the Cluster API core manager release (hack/capi).
 	CAPIVersion = "v1.14.2"
+	// TraefikVersion is the Traefik release that serves as the management
+	// cluster's Gateway API implementation (hack/traefik): it implements
+	// Gateway API v1.6 with TLSRoute v1 and TLS passthrough.
+	TraefikVersion = "v3.7.13"
 	// CertManagerVersion is the cert-manager release this module's
 	// test/e2e/cmd/cert-manager runs the controllers and cainjector of.
 	CertManagerVersion = "v1.21.2"
