@@ -41,6 +41,9 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		"CoreDNSImage":   c.cfg.Images.CoreDNS,
 		"StorageClass":   StorageClass,
 		"Provisioner":    provisioner,
+		"GatewayDomain":  GatewayDomain,
+		"GatewayAddress": GatewayAddress,
+		"DNSAddress":     DNSAddress,
 	}
 	for _, name := range []string{"kube-proxy.yaml", "coredns.yaml", "storage.yaml"} {
 		text, err := manifests.ReadFile("manifests/" + name)

@@ -37,6 +37,17 @@ const (
 	DNSServiceIP = "10.96.0.10"
 	// LoadBalancerCIDR is where LoadBalancer Services get their addresses.
 	LoadBalancerCIDR = "10.250.0.0/24"
+	// GatewayDomain is the wildcard domain of the management cluster's
+	// Gateway: every name under it resolves to GatewayAddress (see dns.go).
+	GatewayDomain = "hcp.test"
+	// GatewayAddress is the LoadBalancer address reserved for the Gateway
+	// implementation's Service, as a platform team reserves one and points
+	// a wildcard DNS record at it.
+	GatewayAddress = "10.250.0.250"
+	// DNSAddress is the LoadBalancer address of the DNS server that
+	// machines outside the cluster ask (the host, worker nodes): it answers
+	// for GatewayDomain only.
+	DNSAddress = "10.250.0.53"
 	// APIServerPort is the management API server's port on every host address.
 	APIServerPort = 16443
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -32,15 +33,23 @@ func (c *Cluster) runLoops(ctx context.Context) {
 	}
 }
 
+// LoadBalancerIPAnnotation on a LoadBalancer Service asks for one address
+// of LoadBalancerCIDR, as MetalLB's loadBalancerIPs annotation does: the
+// allocator gives it no other and hands it to no other Service.
+const LoadBalancerIPAnnotation = "e2e.hostedcp.io/load-balancer-ip"
+
 // allocateAddresses gives each LoadBalancer Service without an address the
-// lowest free one of LoadBalancerCIDR; kube-proxy then serves it, and the
-// bridge route makes it reachable from the host.
+// one it asks for (LoadBalancerIPAnnotation) or the lowest free one of
+// LoadBalancerCIDR; kube-proxy then serves it, and the bridge route makes
+// it reachable from the host.
 func (c *Cluster) allocateAddresses(ctx context.Context) error {
 	services := &corev1.ServiceList{}
 	if err := c.Client.List(ctx, services); err != nil {
 		return err
 	}
-	used := map[netip.Addr]bool{}
+	pool := netip.MustParsePrefix(LoadBalancerCIDR)
+	// given are the addresses Services have; taken also those asked for.
+	given, taken := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	var pending []*corev1.Service
 	for i := range services.Items {
 		svc := &services.Items[i]
@@ -52,26 +61,41 @@ func (c *Cluster) allocateAddresses(ctx context.Context) error {
 		}
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if a, err := netip.ParseAddr(in.IP); err == nil {
-				used[a] = true
+				given[a], taken[a] = true, true
 			}
 		}
+		if a, err := netip.ParseAddr(svc.Annotations[LoadBalancerIPAnnotation]); err == nil {
+			taken[a] = true
+		}
 	}
-	pool := netip.MustParsePrefix(LoadBalancerCIDR)
 	next := pool.Addr().Next()
+	var errs []error
 	for _, svc := range pending {
-		for used[next] {
-			next = next.Next()
+		addr, asked := svc.Annotations[LoadBalancerIPAnnotation]
+		ip, err := netip.ParseAddr(addr)
+		switch {
+		case asked && (err != nil || !pool.Contains(ip)):
+			errs = append(errs, fmt.Errorf("service %s/%s asks for %q, not an address of %s", svc.Namespace, svc.Name, addr, LoadBalancerCIDR))
+			continue
+		case asked && given[ip]:
+			errs = append(errs, fmt.Errorf("service %s/%s asks for %s, which another Service has", svc.Namespace, svc.Name, ip))
+			continue
+		case !asked:
+			for taken[next] {
+				next = next.Next()
+			}
+			if !pool.Contains(next) {
+				return errors.Join(append(errs, fmt.Errorf("no address left in %s for Service %s/%s", LoadBalancerCIDR, svc.Namespace, svc.Name))...)
+			}
+			ip = next
 		}
-		if !pool.Contains(next) {
-			return fmt.Errorf("no address left in %s for Service %s/%s", LoadBalancerCIDR, svc.Namespace, svc.Name)
-		}
-		used[next] = true
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: next.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+		given[ip], taken[ip] = true, true
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 		if err := c.Client.Status().Update(ctx, svc); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // provisionVolumes makes a host-path PersistentVolume, bound to its claim,

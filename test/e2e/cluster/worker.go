@@ -291,12 +291,21 @@ func runIn(ns string, args ...string) error {
 // unshare requires), so that containerd, kubeadm and the kubelet all enter
 // the same one: the kubelet's volume mounts must be the ones containerd
 // hands to containers. In it, the worker's directories are bind-mounted
-// over bindTargets, and the copies of the host's mounts under the cluster's
-// directory and of /run/netns are dropped so that the worker pins none of
-// the management cluster's containers and network namespaces. Everything
-// mounted inside stays there (private propagation) and vanishes with the
-// namespace when its last process ends and the file is unmounted.
+// over bindTargets, its resolv.conf over /etc/resolv.conf, and the copies
+// of the host's mounts under the cluster's directory and of /run/netns are
+// dropped so that the worker pins none of the management cluster's
+// containers and network namespaces. Everything mounted inside stays there
+// (private propagation) and vanishes with the namespace when its last
+// process ends and the file is unmounted.
 func (w *Worker) makeMountNamespace(context.Context) error {
+	// A machine's resolver names the DNS its network provides: here the
+	// one that publishes the Gateway's wildcard domain, so that kubeadm,
+	// the kubelet and pods with dnsPolicy Default (the konnectivity agent,
+	// CoreDNS's upstream) resolve the gateway hostnames as in production.
+	resolvConf := w.path("resolv.conf")
+	if err := os.WriteFile(resolvConf, []byte(workerResolvConf), 0o644); err != nil {
+		return err
+	}
 	dir := w.path("ns")
 	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", dir, err)
@@ -315,12 +324,18 @@ func (w *Worker) makeMountNamespace(context.Context) error {
 	for _, b := range bindTargets {
 		script = append(script, fmt.Sprintf("mount --bind %s %s", shellQuote(w.path(b.own)), shellQuote(b.target)))
 	}
+	script = append(script, fmt.Sprintf("mount --bind %s /etc/resolv.conf", shellQuote(resolvConf)))
 	out, err := runOutput("unshare", "--mount="+w.mountNS(), "--propagation", "private", "--", "sh", "-c", strings.Join(script, "\n"))
 	if err != nil {
 		return fmt.Errorf("unshare: %w: %s", err, out)
 	}
 	return nil
 }
+
+// workerResolvConf is every worker's /etc/resolv.conf.
+const workerResolvConf = "# The DNS server of the network the workers are on: it serves the\n" +
+	"# Gateway's wildcard domain " + GatewayDomain + " and nothing else.\n" +
+	"nameserver " + DNSAddress + "\n"
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 

@@ -114,6 +114,12 @@ func TestWorkerNamespaces(t *testing.T) {
 		assert.Equal(t, "worker", string(out))
 		_, err = os.Stat("/etc/kubernetes/marker")
 		assert.True(t, os.IsNotExist(err), "the host does not see the worker's /etc/kubernetes")
+		out, err = exec.Command("nsenter", w.inWorker("cat", "/etc/resolv.conf")...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Contains(t, string(out), "\nnameserver "+DNSAddress+"\n", "the worker asks the DNS of the Gateway's domain")
+		hostResolvConf, err := os.ReadFile("/etc/resolv.conf")
+		require.NoError(t, err)
+		assert.NotContains(t, string(hostResolvConf), DNSAddress, "the host's resolv.conf is left alone")
 		l, err := net.Listen("tcp", net.JoinHostPort(w.hostIP, "0"))
 		require.NoError(t, err)
 		port := l.Addr().(*net.TCPAddr).Port
