@@ -73,7 +73,7 @@ func catalog(bin string, netfilter []file) []image {
 		rootImage(upstream("kas-network-proxy/proxy-agent", KonnectivityVersion), filepath.Join(konnectivity, "proxy-agent")),
 		rootImage(upstream("pause", PauseVersion), filepath.Join(bin, "pause", PauseVersion, "pause")),
 		// Traefik's own image has its binary at the root too, and runs as root.
-		rootImage("docker.io/library/traefik:"+TraefikVersion, filepath.Join(bin, "traefik", TraefikVersion, "traefik")),
+		rootImage(TraefikImage, filepath.Join(bin, "traefik", TraefikVersion, "traefik")),
 		capi,
 	)
 	for _, own := range []struct{ ref, binary string }{
@@ -120,6 +120,9 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 	}
 	return out, nil
 }
+
+// TraefikImage is the management cluster's Gateway API implementation.
+const TraefikImage = "docker.io/library/traefik:" + TraefikVersion
 
 // ProbeImage runs test/e2e/cmd/probe, which checks DNS and the API server
 // from inside a pod.

@@ -46,7 +46,8 @@ func ClusterConfig(ctx context.Context, root, dir string, log io.Writer) (cluste
 	return cfg, nil
 }
 
-// Install installs cert-manager, Cluster API and the provider (from
+// Install installs cert-manager, Cluster API, Traefik with the Gateway
+// capi/capi-system, and the provider (from
 // dist/control-plane-components.yaml) into the cluster c reaches.
 func Install(ctx context.Context, root string, c client.Client) error {
 	certManager, err := envtest.ModuleDir("github.com/cert-manager/cert-manager")
@@ -54,6 +55,10 @@ func Install(ctx context.Context, root string, c client.Client) error {
 		return err
 	}
 	capi, err := envtest.ModuleDir("sigs.k8s.io/cluster-api")
+	if err != nil {
+		return err
+	}
+	gatewayAPI, err := envtest.GatewayAPICRDs.Path()
 	if err != nil {
 		return err
 	}
@@ -66,7 +71,9 @@ func Install(ctx context.Context, root string, c client.Client) error {
 		Kustomize:        kustomize,
 		CertManagerCRDs:  filepath.Join(certManager, "deploy", "crds"),
 		ClusterAPIConfig: filepath.Join(capi, "core", "config"),
+		GatewayAPICRDs:   gatewayAPI,
 		CertManagerImage: "hostedcp.test/cert-manager:" + images.CertManagerVersion,
 		ClusterAPIImage:  "registry.k8s.io/cluster-api/cluster-api-controller:" + images.CAPIVersion,
+		TraefikImage:     images.TraefikImage,
 	})
 }

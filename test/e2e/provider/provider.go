@@ -15,10 +15,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
 )
@@ -29,18 +31,30 @@ type Config struct {
 	Root string
 	// Kustomize renders Cluster API's manifests from its module.
 	Kustomize string
-	// CertManagerCRDs, ClusterAPIConfig are directories in the module cache.
-	CertManagerCRDs, ClusterAPIConfig string
+	// CertManagerCRDs, ClusterAPIConfig and GatewayAPICRDs (the standard
+	// channel's) are directories in the module cache.
+	CertManagerCRDs, ClusterAPIConfig, GatewayAPICRDs string
 	// Images run by the installed Deployments.
-	CertManagerImage, ClusterAPIImage string
+	CertManagerImage, ClusterAPIImage, TraefikImage string
 }
 
 //go:embed manifests/cert-manager.yaml
 var certManagerManifest string
 
-// Install installs cert-manager, Cluster API and the provider, each waiting
-// for the one before it, and returns once the provider's controller and
-// extension are available and Cluster API has discovered the extension.
+//go:embed manifests/gateway.yaml
+var gatewayManifest string
+
+// The Gateway hosted control planes are served through, as the samples and
+// users' manifests name it.
+const (
+	GatewayName      = "capi"
+	GatewayNamespace = "capi-system"
+)
+
+// Install installs cert-manager, Cluster API, the Gateway API with Traefik
+// and the Gateway capi/capi-system, and the provider, each waiting for the
+// one before it, and returns once the provider's controller and extension
+// are available and Cluster API has discovered the extension.
 func Install(ctx context.Context, c client.Client, cfg Config) error {
 	steps := []struct {
 		what string
@@ -48,6 +62,7 @@ func Install(ctx context.Context, c client.Client, cfg Config) error {
 	}{
 		{"cert-manager", installCertManager},
 		{"Cluster API", installClusterAPI},
+		{"Gateway API and Traefik", installGateway},
 		{"hosted control plane provider", installProvider},
 	}
 	for _, s := range steps {
@@ -59,9 +74,20 @@ func Install(ctx context.Context, c client.Client, cfg Config) error {
 }
 
 func installCertManager(ctx context.Context, c client.Client, cfg Config) error {
-	files, err := filepath.Glob(filepath.Join(cfg.CertManagerCRDs, "*.yaml"))
+	if err := applyDir(ctx, c, cfg.CertManagerCRDs); err != nil {
+		return err
+	}
+	if err := applyTemplate(ctx, c, "cert-manager", certManagerManifest, map[string]string{"Image": cfg.CertManagerImage}); err != nil {
+		return err
+	}
+	return WaitAvailable(ctx, c, "cert-manager", "cert-manager")
+}
+
+// applyDir applies every YAML file of dir, in name order.
+func applyDir(ctx context.Context, c client.Client, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s (%w)", cfg.CertManagerCRDs, err)
+		return fmt.Errorf("no YAML files in %s (%w)", dir, err)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -69,21 +95,63 @@ func installCertManager(ctx context.Context, c client.Client, cfg Config) error 
 			return err
 		}
 		if err := cluster.Apply(ctx, c, b, ""); err != nil {
-			return err
+			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
-	tmpl, err := template.New("cert-manager").Option("missingkey=error").Parse(certManagerManifest)
+	return nil
+}
+
+// applyTemplate applies the YAML stream text after filling in data.
+func applyTemplate(ctx context.Context, c client.Client, name, text string, data map[string]string) error {
+	tmpl, err := template.New(name).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
-	if err := tmpl.Execute(&out, map[string]string{"Image": cfg.CertManagerImage}); err != nil {
+	if err := tmpl.Execute(&out, data); err != nil {
 		return err
 	}
-	if err := cluster.Apply(ctx, c, out.Bytes(), ""); err != nil {
+	return cluster.Apply(ctx, c, out.Bytes(), "")
+}
+
+// installGateway installs the Gateway API's standard channel CRDs and
+// Traefik, and creates the Gateway capi/capi-system with a TLS passthrough
+// listener on *.cluster.GatewayDomain; it returns once the Gateway is
+// programmed at cluster.GatewayAddress.
+func installGateway(ctx context.Context, c client.Client, cfg Config) error {
+	if err := applyDir(ctx, c, cfg.GatewayAPICRDs); err != nil {
 		return err
 	}
-	return WaitAvailable(ctx, c, "cert-manager", "cert-manager")
+	if err := applyTemplate(ctx, c, "gateway", gatewayManifest, map[string]string{
+		"Image": cfg.TraefikImage, "Address": cluster.GatewayAddress, "Domain": cluster.GatewayDomain,
+	}); err != nil {
+		return err
+	}
+	if err := WaitAvailable(ctx, c, "traefik", "traefik"); err != nil {
+		return err
+	}
+	return cluster.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		return GatewayProgrammed(ctx, c, client.ObjectKey{Namespace: GatewayNamespace, Name: GatewayName})
+	}, nil)
+}
+
+// GatewayProgrammed checks that the Gateway key is programmed at
+// cluster.GatewayAddress, as its controller reports.
+func GatewayProgrammed(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	gw := &gatewayv1.Gateway{}
+	if err := c.Get(ctx, key, gw); err != nil {
+		return err
+	}
+	programmed := apimeta.FindStatusCondition(gw.Status.Conditions, string(gatewayv1.GatewayConditionProgrammed))
+	if programmed == nil || programmed.Status != metav1.ConditionTrue || programmed.ObservedGeneration < gw.Generation {
+		return fmt.Errorf("gateway %s is not programmed yet: %+v", key, gw.Status.Conditions)
+	}
+	for _, a := range gw.Status.Addresses {
+		if a.Value == cluster.GatewayAddress {
+			return nil
+		}
+	}
+	return fmt.Errorf("gateway %s has addresses %+v, not %s", key, gw.Status.Addresses, cluster.GatewayAddress)
 }
 
 // clusterctlVariable matches clusterctl's ${NAME:=default} placeholders.
