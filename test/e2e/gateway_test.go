@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/provider"
+)
+
+// gatewayCluster is hostedCluster with one API server and one etcd member,
+// served through the Gateway namespace/gateway, as the manifests users
+// already have write it.
+func gatewayCluster(name, gateway, namespace string) string {
+	return hostedCluster(name, images.KubeVersion, 1, 1) + fmt.Sprintf("  gateway: {name: %s, namespace: %s}\n", gateway, namespace)
+}
+
+// gatewayHost is where a Cluster's API server is served through a listener
+// on *.cluster.GatewayDomain.
+func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluster.GatewayDomain }
+
+// Two Clusters of the seed manifests' shape (spec.gateway naming
+// capi/capi-system, a Cluster with controlPlaneRef) become Available
+// through the one Gateway Traefik serves: each kubeconfig names its
+// cluster's gateway hostname on port 443 and reaches that cluster's own API
+// server from the host, no LoadBalancer Service is made for either, and a
+// client certificate of one is refused by the other. Then the Gateway is
+// deleted under them: ExposureReady and a Warning event say so, and both
+// recover once it is back.
+func TestGatewaySharedByTwoClusters(t *testing.T) {
+	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")
+	const nameA, nameB = "seed", "other"
+	apply(t, nsA, gatewayCluster(nameA, provider.GatewayName, provider.GatewayNamespace))
+	apply(t, nsB, gatewayCluster(nameB, provider.GatewayName, provider.GatewayNamespace))
+	keyA, keyB := client.ObjectKey{Namespace: nsA, Name: nameA}, client.ObjectKey{Namespace: nsB, Name: nameB}
+	restarts := podRestarts(t)
+	start := time.Now()
+	for _, key := range []client.ObjectKey{keyA, keyB} {
+		require.NoError(t, waitAvailable(t, key, 15*time.Minute))
+	}
+	t.Logf("both Available %s after their Clusters were created", time.Since(start).Round(time.Second))
+
+	t.Run("the seed manifest's shape is served at its gateway hostname on port 443", func(t *testing.T) {
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			hcp := &v1alpha1.HostedControlPlane{}
+			require.NoError(t, k8s.Get(testContext(t), key, hcp))
+			host := gatewayHost(key.Namespace, key.Name)
+			assert.Equal(t, host, hcp.Spec.ControlPlaneEndpoint.Host)
+			assert.Equal(t, int32(443), hcp.Spec.ControlPlaneEndpoint.Port)
+			cfg := hostedConfig(t, key.Namespace, key.Name)
+			assert.Equal(t, "https://"+host+":443", cfg.Host, "the kubeconfig of %s", key)
+			for _, route := range []string{key.Name + "-apiserver", key.Name + "-konnectivity"} {
+				assertRouteAccepted(t, key.Namespace, route)
+			}
+			services := &corev1.ServiceList{}
+			require.NoError(t, k8s.List(testContext(t), services, client.InNamespace(key.Namespace)))
+			for _, svc := range services.Items {
+				assert.NotEqual(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type, "Service %s: no load balancer per tenant", svc.Name)
+			}
+		}
+	})
+
+	t.Run("the hostnames resolve to the Gateway through the DNS the host and workers ask, which answers nothing else", func(t *testing.T) {
+		ctx := testContext(t)
+		for _, name := range []string{gatewayHost(nsA, nameA), "konnectivity." + gatewayHost(nsB, nameB)} {
+			addrs, err := cluster.Resolver.LookupHost(ctx, name)
+			require.NoError(t, err)
+			assert.Equal(t, []string{cluster.GatewayAddress}, addrs, name)
+		}
+		_, err := cluster.Resolver.LookupHost(ctx, "kubernetes.default.svc.cluster.local")
+		assert.Error(t, err, "the management cluster's own names stay inside it")
+	})
+
+	t.Run("Cluster API reaches each API server through its gateway hostname", func(t *testing.T) {
+		// Its manager, a pod, resolves the name through cluster DNS.
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			eventually(t, 2*time.Minute, "Cluster "+key.String()+" RemoteConnectionProbe", func() error {
+				c := &clusterv1.Cluster{}
+				if err := k8s.Get(testContext(t), key, c); err != nil {
+					return err
+				}
+				if !apimeta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterRemoteConnectionProbeCondition) {
+					return fmt.Errorf("%+v", apimeta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterRemoteConnectionProbeCondition))
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("each kubeconfig reaches its own API server from the host", func(t *testing.T) {
+		seen := map[string]string{}
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+			require.NoError(t, err)
+			version, err := hosted.Discovery().ServerVersion()
+			require.NoError(t, err)
+			assert.Equal(t, images.KubeVersion, version.GitVersion)
+			ctx := testContext(t)
+			_, err = hosted.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "written-through-the-gateway"}, Data: map[string]string{"cluster": key.String()},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err, "a client of %s creates a ConfigMap", key)
+			// Each cluster holds only its own: the other's create did not land here.
+			got, err := hosted.CoreV1().ConfigMaps("default").Get(ctx, "written-through-the-gateway", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, key.String(), got.Data["cluster"])
+			system, err := hosted.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+			require.NoError(t, err)
+			seen[string(system.UID)] = key.String()
+		}
+		assert.Len(t, seen, 2, "two API servers with etcds of their own answered")
+	})
+
+	t.Run("a client certificate of one cluster is refused by the other", func(t *testing.T) {
+		a, b := hostedConfig(t, nsA, nameA), hostedConfig(t, nsB, nameB)
+		crossed := rest.CopyConfig(b)
+		crossed.CertData, crossed.KeyData = a.CertData, a.KeyData
+		hosted, err := kubernetes.NewForConfig(crossed)
+		require.NoError(t, err)
+		_, err = hosted.CoreV1().Namespaces().List(testContext(t), metav1.ListOptions{})
+		require.Error(t, err, "%s's API server accepts a client certificate of %s", keyB, keyA)
+		assert.True(t, apierrors.IsUnauthorized(err), "refused as unauthorized: %v", err)
+	})
+
+	t.Run("a deleted Gateway shows in ExposureReady and both clusters recover once it is back", func(t *testing.T) {
+		gw := &gatewayv1.Gateway{}
+		gwKey := client.ObjectKey{Namespace: provider.GatewayNamespace, Name: provider.GatewayName}
+		require.NoError(t, k8s.Get(testContext(t), gwKey, gw))
+		saved := gw.DeepCopy()
+		deleted := time.Now()
+		require.NoError(t, k8s.Delete(testContext(t), gw))
+		t.Cleanup(func() { restoreGateway(t, saved) })
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			c := waitCondition(t, key, v1alpha1.ExposureReadyCondition, v1alpha1.GatewayNotFoundReason, 5*time.Minute)
+			t.Logf("%s: %s %s after the Gateway was deleted: %s", key, c.Reason, time.Since(deleted).Round(time.Second), c.Message)
+			assert.Contains(t, c.Message, "Gateway capi-system/capi does not exist")
+			assertWarning(t, key, v1alpha1.GatewayNotFoundReason)
+		}
+		recreated := time.Now()
+		restoreGateway(t, saved)
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			require.NoError(t, waitAvailable(t, key, 5*time.Minute))
+			t.Logf("%s: Available again %s after the Gateway was re-created", key, time.Since(recreated).Round(time.Second))
+			hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+			require.NoError(t, err)
+			_, err = hosted.Discovery().ServerVersion()
+			require.NoError(t, err, "%s answers through the Gateway again", key)
+		}
+	})
+
+	t.Run("nothing crashed", func(t *testing.T) { assertNoRestarts(t, restarts) })
+
+	t.Run("deleting the Clusters removes every object and pod", func(t *testing.T) {
+		for _, key := range []client.ObjectKey{keyA, keyB} {
+			t.Run(key.Name, func(t *testing.T) {
+				t.Parallel()
+				deleteCluster(t, key.Namespace, key.Name)
+			})
+		}
+	})
+}
+
+// A control plane behind a Gateway that cannot serve it says why in
+// ExposureReady and a Warning event, and becomes Available once the
+// Gateway is fixed: first the Gateway has no wildcard TLS passthrough
+// listener, then its listener admits no route from the control plane's
+// namespace (Traefik rejects the routes as NotAllowedByListeners), then
+// the namespace gets the label the listener asks for.
+func TestGatewayProblemsAndRecovery(t *testing.T) {
+	ns := namespace(t, "gateway-problems")
+	const name, gatewayName = "fixed", "edge"
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	restarts := podRestarts(t)
+	apply(t, ns, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %s}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - name: tls
+    protocol: TLS
+    port: 443
+    hostname: api.%s
+    tls: {mode: Passthrough}
+`, gatewayName, cluster.GatewayDomain))
+	apply(t, ns, gatewayCluster(name, gatewayName, ns))
+
+	t.Run("a Gateway without a wildcard TLS passthrough listener", func(t *testing.T) {
+		c := waitCondition(t, key, v1alpha1.ExposureReadyCondition, v1alpha1.GatewayListenerReason, 3*time.Minute)
+		assert.Contains(t, c.Message, "no listener with protocol TLS, tls.mode Passthrough and a wildcard hostname")
+		assertWarning(t, key, v1alpha1.GatewayListenerReason)
+	})
+
+	t.Run("a route the Gateway does not admit", func(t *testing.T) {
+		apply(t, ns, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %s}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - name: tls
+    protocol: TLS
+    port: 443
+    hostname: "*.%s"
+    tls: {mode: Passthrough}
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector: {matchLabels: {gateway.hcp.test/edge: allowed}}
+`, gatewayName, cluster.GatewayDomain))
+		c := waitCondition(t, key, v1alpha1.ExposureReadyCondition, v1alpha1.RouteNotAcceptedReason, 3*time.Minute)
+		assert.Contains(t, c.Message, string(gatewayv1.RouteReasonNotAllowedByListeners), "the Gateway's own reason")
+		assertWarning(t, key, v1alpha1.RouteNotAcceptedReason)
+	})
+
+	t.Run("once the Gateway admits the route the control plane becomes Available", func(t *testing.T) {
+		fixed := time.Now()
+		labelled := &corev1.Namespace{}
+		require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Name: ns}, labelled))
+		patch := client.MergeFrom(labelled.DeepCopy())
+		labelled.Labels["gateway.hcp.test/edge"] = "allowed"
+		require.NoError(t, k8s.Patch(testContext(t), labelled, patch))
+		require.NoError(t, waitAvailable(t, key, 10*time.Minute))
+		t.Logf("Available %s after the namespace was admitted", time.Since(fixed).Round(time.Second))
+		hosted, err := kubernetes.NewForConfig(hostedConfig(t, ns, name))
+		require.NoError(t, err)
+		_, err = hosted.Discovery().ServerVersion()
+		require.NoError(t, err)
+	})
+
+	t.Run("nothing crashed", func(t *testing.T) { assertNoRestarts(t, restarts) })
+
+	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) { deleteCluster(t, ns, name) })
+}
+
+// waitAvailable waits until the control plane key is Available.
+func waitAvailable(t *testing.T, key client.ObjectKey, timeout time.Duration) error {
+	t.Helper()
+	return cluster.Poll(testContext(t), timeout, time.Second, func(ctx context.Context) error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition) {
+			return fmt.Errorf("%s is not Available: %+v", key, hcp.Status.Conditions)
+		}
+		return nil
+	}, nil)
+}
+
+// waitCondition waits until the control plane key has the condition false
+// with reason, and returns it.
+func waitCondition(t *testing.T, key client.ObjectKey, condition, reason string, timeout time.Duration) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	eventually(t, timeout, fmt.Sprintf("%s of %s is False with reason %s", condition, key, reason), func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(testContext(t), key, hcp); err != nil {
+			return err
+		}
+		c := apimeta.FindStatusCondition(hcp.Status.Conditions, condition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+			return fmt.Errorf("%+v", c)
+		}
+		got = *c
+		return nil
+	})
+	return got
+}
+
+// assertWarning checks that the control plane key has a Warning event with
+// reason.
+func assertWarning(t *testing.T, key client.ObjectKey, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "a Warning event "+reason+" of "+key.String(), func() error {
+		events, err := clientset.CoreV1().Events(key.Namespace).List(testContext(t), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "HostedControlPlane" && e.InvolvedObject.Name == key.Name && e.Type == corev1.EventTypeWarning && e.Reason == reason {
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+}
+
+// assertRouteAccepted checks that the Gateway accepted the TLSRoute and
+// resolved its backend.
+func assertRouteAccepted(t *testing.T, ns, name string) {
+	t.Helper()
+	route := &gatewayv1.TLSRoute{}
+	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, route))
+	require.Len(t, route.Status.Parents, 1, "TLSRoute %s/%s has the status of one Gateway", ns, name)
+	for _, c := range []gatewayv1.RouteConditionType{gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs} {
+		assert.True(t, apimeta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(c)), "TLSRoute %s/%s %s", ns, name, c)
+	}
+}
+
+// restoreGateway re-creates a deleted Gateway and waits until it is
+// programmed again; it does nothing when the Gateway exists.
+func restoreGateway(t *testing.T, saved *gatewayv1.Gateway) {
+	t.Helper()
+	ctx := context.Background()
+	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: saved.Namespace, Name: saved.Name, Labels: saved.Labels}, Spec: saved.Spec}
+	if err := k8s.Create(ctx, gw); apierrors.IsAlreadyExists(err) {
+		return
+	} else if err != nil {
+		t.Errorf("re-create Gateway %s/%s: %v", saved.Namespace, saved.Name, err)
+		return
+	}
+	eventually(t, 2*time.Minute, "the Gateway is programmed again", func() error {
+		return provider.GatewayProgrammed(ctx, k8s, client.ObjectKeyFromObject(saved))
+	})
+}
+
+// podRestarts counts the container restarts of the pods that must never
+// crash: the provider's controller and extension, Cluster API's manager
+// and Traefik.
+func podRestarts(t *testing.T) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for _, ns := range []string{"hosted-control-plane-system", "capi-system", "traefik"} {
+		pods := &corev1.PodList{}
+		require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+		for _, p := range pods.Items {
+			for _, s := range p.Status.ContainerStatuses {
+				out[ns+"/"+p.Name+"/"+s.Name] = s.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+func assertNoRestarts(t *testing.T, before map[string]int32) {
+	t.Helper()
+	after := podRestarts(t)
+	assert.Equal(t, before, after, "container restarts of the controller, the extension, Cluster API and Traefik")
+}
