@@ -57,9 +57,9 @@ manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-com
 	@echo "wrote dist/control-plane-components.yaml"
 
 .PHONY: up
-up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster.
+up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster (GATEWAY=1: served through the Gateway).
 	go build -o $(LOCALCLUSTER) ./test/e2e/cmd/localcluster
-	KUSTOMIZE=$(KUSTOMIZE) $(LOCALCLUSTER) up -dir $(E2E_DIR)
+	KUSTOMIZE=$(KUSTOMIZE) $(LOCALCLUSTER) up -dir $(E2E_DIR) $(if $(filter-out 0,$(GATEWAY)),-gateway)
 
 .PHONY: down
 down: ## Tear down what make up started.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
@@ -21,12 +23,15 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
-const usage = `usage: localcluster up|down|serve [-dir DIR]
+const usage = `usage: localcluster up|down|serve [-dir DIR] [-gateway]
 
   up     build what is missing, start the local management cluster in the
          background, install the provider, create the sample hosted cluster
-         and print the path of its kubeconfig
-  down   stop the cluster and remove everything it started
+         (with -gateway, the one served through the Gateway capi/capi-system
+         and its API server's name in /etc/hosts) and print the path of its
+         kubeconfig
+  down   stop the cluster and remove everything it started, and the
+         /etc/hosts lines up added
   serve  run the cluster in the foreground until SIGTERM (up starts it)
 `
 
@@ -38,19 +43,20 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", cluster.DefaultDir, "directory of the cluster's state and logs")
 	config := fs.String("config", "", "serve: the cluster configuration up wrote")
+	gateway := fs.Bool("gateway", false, "up: create the sample served through the Gateway (config/samples/hostedcontrolplane.yaml)")
 	_ = fs.Parse(os.Args[2:])
-	os.Exit(run(os.Args[1], *dir, *config))
+	os.Exit(run(os.Args[1], *dir, *config, *gateway))
 }
 
 // run runs command and returns the process's exit code, once the signal
 // handling it set up is undone.
-func run(command, dir, config string) int {
+func run(command, dir, config string, gateway bool) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	switch command {
 	case "up":
-		err = up(ctx, dir)
+		err = up(ctx, dir, gateway)
 	case "down":
 		err = down(dir)
 	case "serve":
@@ -66,7 +72,7 @@ func run(command, dir, config string) int {
 	return 0
 }
 
-func up(ctx context.Context, dir string) error {
+func up(ctx context.Context, dir string, gateway bool) error {
 	root, err := envtest.RepoRoot()
 	if err != nil {
 		return err
@@ -91,9 +97,15 @@ func up(ctx context.Context, dir string) error {
 		return err
 	}
 	sample := filepath.Join(root, "config", "samples", "quickstart.yaml")
+	if gateway {
+		sample = filepath.Join(root, "config", "samples", "hostedcontrolplane.yaml")
+	}
 	fmt.Println("localcluster: creating the hosted cluster of", sample)
 	kubeconfig, err := local.CreateSample(ctx, c, sample, dir)
 	if err != nil {
+		return err
+	}
+	if err := publishGatewayName(kubeconfig); err != nil {
 		return err
 	}
 	fmt.Printf(`localcluster: the hosted cluster is Available.
@@ -103,6 +115,25 @@ func up(ctx context.Context, dir string) error {
 %s
 `, filepath.Join(dir, "kubeconfig"), kubeconfig, kubeconfig)
 	return nil
+}
+
+// publishGatewayName adds the API server's name to /etc/hosts when the
+// kubeconfig names one of the Gateway's domain: only the local cluster's
+// DNS publishes it, and the host's resolver does not ask that one.
+func publishGatewayName(kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return err
+	}
+	if !cluster.InGatewayDomain(u.Hostname()) {
+		return nil
+	}
+	fmt.Printf("localcluster: %s added to %s (make down removes it)\n", u.Hostname(), local.HostsFile)
+	return local.AddHosts(local.HostsFile, cluster.GatewayAddress, u.Hostname())
 }
 
 // startServe starts `localcluster serve` in its own session, so that it
@@ -197,6 +228,9 @@ func down(dir string) error {
 		}
 	}
 	if err := cluster.Teardown(dir, images.HostBinaries(root)["kube-proxy"]); err != nil {
+		return err
+	}
+	if err := local.RemoveHosts(local.HostsFile); err != nil {
 		return err
 	}
 	fmt.Println("localcluster: torn down; logs kept in", filepath.Join(dir, "logs"))
