@@ -536,6 +536,7 @@ func TestHealth(t *testing.T) {
 		assert.Equal(t, http.StatusServiceUnavailable, code)
 		assert.Equal(t, "not listening", body)
 	}
+	assert.Empty(t, tn.server.String(), "a readiness check is no failure for the sidecar")
 
 	// Without the sidecar the node is not ready, and says why.
 	require.NoError(t, tn.stopServer())
