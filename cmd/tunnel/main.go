@@ -11,8 +11,10 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/tunnel"
 )
 
@@ -77,11 +79,11 @@ type serverCommand struct {
 func parseServer(args []string, out io.Writer) (command, error) {
 	var c serverCommand
 	fs := flagSet("server", out)
-	fs.StringVar(&c.listen, "listen", ":6444", "`address` of the outer TLS listener, where the Gateway routes kas-tunnel.<cluster>.<namespace>.<domain>")
+	fs.StringVar(&c.listen, "listen", ":"+strconv.Itoa(contract.TunnelPort), "`address` of the outer TLS listener, where the Gateway routes kas-tunnel.<cluster>.<namespace>.<domain>")
 	fs.StringVar(&c.certFile, "cert-file", "", "serving certificate for kas-tunnel.<cluster>.<namespace>.<domain> signed by the cluster CA, read again when it changes (required)")
 	fs.StringVar(&c.keyFile, "key-file", "", "private key of --cert-file (required)")
-	fs.StringVar(&c.upstream, "upstream", "127.0.0.1:6443", "`address` of the API server, reached over plain TCP")
-	fs.StringVar(&c.healthListen, "health-listen", ":6445", "`address` of /healthz (listening) and /readyz (the API server accepts connections)")
+	fs.StringVar(&c.upstream, "upstream", "127.0.0.1:"+strconv.Itoa(contract.APIServerPort), "`address` of the API server, reached over plain TCP")
+	fs.StringVar(&c.healthListen, "health-listen", ":"+strconv.Itoa(contract.TunnelHealthPort), "`address` of /healthz (listening) and /readyz (the API server accepts connections)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -107,15 +109,15 @@ type nodeCommand struct {
 }
 
 // healthPort serves the node's /healthz and /readyz on its address.
-const healthPort = "6480"
+var healthPort = strconv.Itoa(contract.NodeTunnelHealthPort)
 
 func parseNode(args []string, out io.Writer) (command, error) {
 	var c nodeCommand
 	var port uint
 	fs := flagSet("node", out)
-	fs.TextVar(&c.address, "address", netip.MustParseAddr("240.0.0.1"), "node-local `address` that default/kubernetes points at, the same on every node")
-	fs.UintVar(&port, "port", 6443, "`port` to listen on at --address")
-	fs.StringVar(&c.device, "device", "hcp-kas0", "network device holding --address: created as a dummy device when missing, used as it is when present (lo, say, on a kernel without the dummy driver); left in place on exit")
+	fs.TextVar(&c.address, "address", netip.MustParseAddr(contract.NodeLocalAddress), "node-local `address` that default/kubernetes points at, the same on every node")
+	fs.UintVar(&port, "port", contract.NodeTunnelPort, "`port` to listen on at --address")
+	fs.StringVar(&c.device, "device", contract.NodeTunnelDevice, "network device holding --address: created as a dummy device when missing (on lo instead where the kernel has no dummy driver), used as it is when present; left in place on exit")
 	fs.StringVar(&c.upstream, "upstream", "", "kas-tunnel.<cluster>.<namespace>.<domain>:443, dialed by name through the node's resolver; the name is the outer SNI and what the sidecar's certificate must be valid for (required)")
 	fs.StringVar(&c.caFile, "ca-file", "/etc/kubernetes/pki/ca.crt", "the cluster CA the sidecar's certificate must be signed by, read again when it changes")
 	fs.StringVar(&c.healthListen, "health-listen", "", "`address` of /healthz (listening) and /readyz (an outer TLS handshake with the sidecar succeeds) (default <address>:"+healthPort+")")
@@ -144,15 +146,19 @@ func parseNode(args []string, out io.Writer) (command, error) {
 }
 
 func (c nodeCommand) run(ctx context.Context, log *slog.Logger) error {
-	if err := tunnel.EnsureDevice(c.device, c.address); err != nil {
+	device, err := tunnel.EnsureDevice(c.device, c.address)
+	if err != nil {
 		return err
+	}
+	if device != c.device {
+		log.Warn("this kernel has no dummy network device driver: the address is on "+device+" instead", "device", c.device)
 	}
 	n, err := tunnel.NewNode(c.upstream, c.caFile, log)
 	if err != nil {
 		return err
 	}
 	listen := netip.AddrPortFrom(c.address, c.port).String()
-	log.Info("serving", "listen", listen, "device", c.device, "upstream", c.upstream, "healthListen", c.healthListen)
+	log.Info("serving", "listen", listen, "device", device, "upstream", c.upstream, "healthListen", c.healthListen)
 	return tunnel.Run(ctx, n, listen, c.healthListen)
 }
 
