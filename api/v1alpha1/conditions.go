@@ -31,6 +31,10 @@ const (
 	// NodeJoinReadyCondition: what kubeadm workers read to join is in place
 	// (cluster-info, bootstrap RBAC, kubeadm-config, kubelet-config).
 	NodeJoinReadyCondition = "NodeJoinReady"
+	// KubernetesServiceReadyCondition: the workload cluster's kubernetes
+	// Service leads to the API server: its endpoint is in place and, in
+	// gateway mode, the tunnel that carries it runs on every node.
+	KubernetesServiceReadyCondition = "KubernetesServiceReady"
 	// CoreDNSReadyCondition: CoreDNS runs the desired spec on every replica.
 	CoreDNSReadyCondition = "CoreDNSReady"
 	// KubeProxyReadyCondition: kube-proxy runs the desired spec on every node,
@@ -65,6 +69,10 @@ const (
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"
+	// NoServiceEndpointReason: outside gateway mode, the endpoint is a name or
+	// an address no EndpointSlice can hold, which the kubernetes Service
+	// cannot lead to.
+	NoServiceEndpointReason = "NoServiceEndpoint"
 	// RepairedReason is the reason of the event when the controller undid
 	// someone's deletion or edit of an object in the workload cluster.
 	RepairedReason = "Repaired"

@@ -76,6 +76,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	rendering := components.DefaultSettings()
 	rendering.ControllerNamespace = cfg.Namespace
+	rendering.TunnelImage = cfg.TunnelImage
 	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),
 		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
 	if err != nil {

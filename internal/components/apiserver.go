@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -207,10 +208,33 @@ func (in *Input) apiServerDeployment() *appsv1.Deployment {
 	konn.VolumeMounts = append(konn.VolumeMounts, socket)
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "konnectivity-uds", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Containers = []corev1.Container{api, konn}
+	if in.Listener != nil {
+		pod.Containers = append(pod.Containers, in.tunnelServer(&pod))
+	}
 	pod = hardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)
 
 	return in.deployment(in.APIServerName(), contract.APIServerComponent, in.APIServerReplicas(), in.podLabels(contract.APIServerComponent), pod)
+}
+
+// tunnelServer is the sidecar that ends the outer TLS of the kubernetes
+// Service's tunnel (see KubernetesService) and hands the bytes inside, the
+// pod's own TLS, to the API server beside it.
+func (in *Input) tunnelServer(pod *corev1.PodSpec) corev1.Container {
+	const pki = "/etc/tunnel/pki"
+	c := container("tunnel", in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
+		"server",
+		"--listen=:" + strconv.Itoa(contract.TunnelPort),
+		"--health-listen=:" + strconv.Itoa(contract.TunnelHealthPort),
+		"--upstream=127.0.0.1:" + strconv.Itoa(contract.APIServerPort),
+		"--cert-file=" + pki + "/tls.crt",
+		"--key-file=" + pki + "/tls.key",
+	})
+	c.Ports = []corev1.ContainerPort{{Name: contract.TunnelPortName, ContainerPort: contract.TunnelPort}}
+	c.ReadinessProbe = probe("/readyz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
+	c.LivenessProbe = probe("/healthz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
+	mountSecrets(pod, &c, secretVolume{"tunnel", in.TunnelCertSecret(), pki})
+	return c
 }
 
 // podLabels are the labels of an API server pod: those of its component and

@@ -28,8 +28,15 @@ func (in *Input) KonnectivityHost() string {
 	return in.Endpoint.Host
 }
 
+// TunnelHost is the outer SNI of the kubernetes Service's tunnel, in
+// gateway mode.
+func (in *Input) TunnelHost() string {
+	return contract.TunnelHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
+}
+
 // Exposure renders how the API server is reached: TLSRoutes through the
-// gateway, or a Service of the chosen type.
+// gateway (the API server, konnectivity, and the tunnel that carries the
+// workload cluster's kubernetes Service), or a Service of the chosen type.
 func Exposure(in *Input) []client.Object {
 	svc := in.apiServerService()
 	if in.Listener == nil {
@@ -39,6 +46,7 @@ func Exposure(in *Input) []client.Object {
 		svc,
 		in.tlsRoute(in.name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), contract.APIServerPort),
 		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), contract.KonnectivityPort),
+		in.tlsRoute(in.name("kas-tunnel"), in.TunnelHost(), contract.TunnelPort),
 	}
 }
 
@@ -76,6 +84,11 @@ func (in *Input) apiServerService() *corev1.Service {
 				{Name: "konnectivity", Port: contract.KonnectivityPort, TargetPort: intstr.FromString("konnectivity"), Protocol: corev1.ProtocolTCP},
 			},
 		},
+	}
+	if in.Listener != nil {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name: contract.TunnelPortName, Port: contract.TunnelPort, TargetPort: intstr.FromString(contract.TunnelPortName), Protocol: corev1.ProtocolTCP,
+		})
 	}
 	// A NodePort endpoint's port is the node port: the one the user asked
 	// for, or the one allocated first and recorded, which then stays.
@@ -165,6 +178,10 @@ func (in *Input) apiServerSANs() []string {
 	}
 	if ip := in.kubernetesServiceIP; ip != nil {
 		sans = append(sans, ip.String())
+	}
+	if in.Listener != nil {
+		// The kubernetes Service's endpoint on every node (see KubernetesService).
+		sans = append(sans, contract.NodeLocalAddress)
 	}
 	return append(sans, in.ControlPlane.Spec.APIServer.CertSANs...)
 }

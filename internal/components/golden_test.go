@@ -160,6 +160,7 @@ func renderComponents(t testing.TB, in *Input) []goldenComponent {
 		{"scheduler", Scheduler(in)},
 		// In the workload cluster.
 		{"join", join},
+		{"kubernetes-service", KubernetesService(in)},
 		{"coredns", CoreDNS(in)},
 		{"kube-proxy", kubeProxy},
 		{"konnectivity-agent", KonnectivityAgent(in)},

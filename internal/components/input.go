@@ -25,11 +25,14 @@ type Settings struct {
 	// ControllerNamespace is where the controller and the extension run;
 	// network policies let them reach etcd.
 	ControllerNamespace string
+	// TunnelImage is the image of cmd/tunnel, which carries the workload
+	// cluster's kubernetes Service to its API server in gateway mode.
+	TunnelImage string
 }
 
 // DefaultSettings are the settings of a controller started without flags.
 func DefaultSettings() Settings {
-	return Settings{Registry: "registry.k8s.io", ClusterDomain: "cluster.local"}
+	return Settings{Registry: "registry.k8s.io", ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage}
 }
 
 // Input is everything rendering depends on. The same Input always renders the

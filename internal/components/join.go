@@ -2,10 +2,6 @@ package components
 
 import (
 	"fmt"
-	"net"
-
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +15,6 @@ import (
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Names kubeadm gives what `kubeadm join` reads; the controller keeps the
@@ -84,41 +78,7 @@ func Join(in *Input, clusterCA []byte) ([]client.Object, error) {
 	objs = append(objs, configMapReader(metav1.NamespaceSystem, kubeadmConfigReader, KubeadmConfigName, groups(bootstrapTokenGroup, nodesGroup)...)...)
 	objs = append(objs, kubeletConfig)
 	objs = append(objs, configMapReader(metav1.NamespaceSystem, kubeletConfigReader, KubeletConfigName, groups(nodesGroup, bootstrapTokenGroup)...)...)
-	if slice := in.kubernetesEndpoints(); slice != nil {
-		objs = append(objs, slice)
-	}
 	return objs, nil
-}
-
-// kubernetesEndpoints is the EndpointSlice of the default/kubernetes
-// Service, which pods reach the API server through (CoreDNS, in-cluster
-// clients). The hosted API servers run with --endpoint-reconciler-type=none,
-// as their pod addresses mean nothing to the workload cluster; the endpoint
-// is where workers reach them. kube-proxy serves IP endpoints only, so with a
-// hostname endpoint (a gateway) there is none, and in-cluster clients need
-// the endpoint's address configured instead; nor is there one for an
-// address the API refuses as an endpoint (loopback, link-local).
-func (in *Input) kubernetesEndpoints() *discoveryv1.EndpointSlice {
-	ip := net.ParseIP(in.Endpoint.Host)
-	if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
-		return nil
-	}
-	family := discoveryv1.AddressTypeIPv4
-	if ip.To4() == nil {
-		family = discoveryv1.AddressTypeIPv6
-	}
-	return &discoveryv1.EndpointSlice{
-		TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
-		ObjectMeta: workloadMeta(metav1.NamespaceDefault, "kubernetes", map[string]string{
-			discoveryv1.LabelServiceName: "kubernetes",
-			discoveryv1.LabelManagedBy:   contract.ManagedBy,
-		}),
-		AddressType: family,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports: []discoveryv1.EndpointPort{{
-			Name: ptr.To("https"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(in.Endpoint.Port),
-		}},
-	}
 }
 
 // APIServerURL is where workers reach the API server.

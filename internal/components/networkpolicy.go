@@ -11,8 +11,8 @@ import (
 
 // Each component renders one ingress policy: etcd answers only its peers, the
 // API servers and the provider's own namespace; the API servers answer
-// everyone on their two ports; the controllers answer no one (kubelet probes
-// are not subject to policies).
+// everyone on their two ports (three with gateway mode's tunnel); the
+// controllers answer no one (kubelet probes are not subject to policies).
 
 func tcpPort(p int32) networkingv1.NetworkPolicyPort {
 	tcp := corev1.ProtocolTCP
@@ -38,9 +38,11 @@ func (in *Input) etcdNetworkPolicy() *networkingv1.NetworkPolicy {
 }
 
 func (in *Input) apiServerNetworkPolicy() *networkingv1.NetworkPolicy {
-	return in.networkPolicy(contract.APIServerComponent, []networkingv1.NetworkPolicyIngressRule{
-		{Ports: []networkingv1.NetworkPolicyPort{tcpPort(contract.APIServerPort), tcpPort(contract.KonnectivityPort)}},
-	})
+	ports := []networkingv1.NetworkPolicyPort{tcpPort(contract.APIServerPort), tcpPort(contract.KonnectivityPort)}
+	if in.Listener != nil {
+		ports = append(ports, tcpPort(contract.TunnelPort))
+	}
+	return in.networkPolicy(contract.APIServerComponent, []networkingv1.NetworkPolicyIngressRule{{Ports: ports}})
 }
 
 func (in *Input) networkPolicy(component string, ingress []networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {

@@ -45,6 +45,7 @@ func (in *Input) ControllerManagerCertSecret() string {
 func (in *Input) SchedulerCertSecret() string          { return in.name("scheduler") }
 func (in *Input) KonnectivityServerSecret() string     { return in.name("konnectivity-server") }
 func (in *Input) KonnectivityClientCertSecret() string { return in.name("konnectivity-client") }
+func (in *Input) TunnelCertSecret() string             { return in.name("kas-tunnel") }
 
 func (in *Input) selfSignedIssuer() string { return in.name("selfsigned") }
 
@@ -74,7 +75,7 @@ func PKI(in *Input) []client.Object {
 	admin := in.client(in.AdminCertSecret(), in.CASecret(), "kubernetes-admin", "system:masters")
 	admin.Spec.Duration = &metav1.Duration{Duration: AdminDuration}
 	admin.Spec.RenewBefore = &metav1.Duration{Duration: AdminRenewBefore}
-	return append(objs,
+	objs = append(objs,
 		sa, admin,
 		in.server(in.APIServerCertSecret(), in.CASecret(), "kube-apiserver", in.apiServerSANs()),
 		in.client(in.KubeletClientSecret(), in.CASecret(), "kube-apiserver-kubelet-client", "kubeadm:cluster-admins"),
@@ -88,6 +89,11 @@ func PKI(in *Input) []client.Object {
 		in.server(in.KonnectivityServerSecret(), in.CASecret(), "konnectivity-server", in.konnectivitySANs()),
 		in.client(in.KonnectivityClientCertSecret(), in.CASecret(), "system:konnectivity-server"),
 	)
+	if in.Listener != nil {
+		// The tunnel's outer TLS: nodes verify it with the cluster CA.
+		objs = append(objs, in.server(in.TunnelCertSecret(), in.CASecret(), "kas-tunnel", []string{in.TunnelHost()}))
+	}
+	return objs
 }
 
 func (in *Input) issuer(name string, cfg cmv1.IssuerConfig) *cmv1.Issuer {

@@ -9,8 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // The cluster DNS is the tenth address of the service network, as kubeadm
@@ -62,4 +65,41 @@ func findObject[T client.Object](t *testing.T, objs []client.Object, name string
 	var zero T
 	t.Fatalf("no %T %s", zero, name)
 	return zero
+}
+
+// The kubernetes Service's endpoint is the API server's address where it has
+// one, the node-local tunnel in gateway mode, and nothing where no
+// EndpointSlice can hold the endpoint.
+func TestKubernetesServiceEndpoint(t *testing.T) {
+	in := goldenCases[0].input(t)
+	for host, want := range map[string]string{
+		"192.0.2.10":      "192.0.2.10",
+		"2001:db8::10":    "2001:db8::10",
+		"api.example.com": "",
+		"127.0.0.1":       "",
+		"169.254.10.1":    "",
+		"0.0.0.0":         "",
+		"fe80::1":         "",
+	} {
+		in.Listener, in.Endpoint = nil, clusterv1.APIEndpoint{Host: host, Port: 6443}
+		objs := KubernetesService(in)
+		if want == "" {
+			assert.Empty(t, objs, host)
+			continue
+		}
+		slice := findObject[*discoveryv1.EndpointSlice](t, objs, "kubernetes")
+		assert.Equal(t, []string{want}, slice.Endpoints[0].Addresses, host)
+		assert.Equal(t, int32(6443), *slice.Ports[0].Port, host)
+	}
+
+	in.Listener = &contract.GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 8443}
+	in.Endpoint = in.Listener.Endpoint(in.ClusterName(), in.Namespace())
+	objs := KubernetesService(in)
+	slice := findObject[*discoveryv1.EndpointSlice](t, objs, "kubernetes")
+	assert.Equal(t, []string{contract.NodeLocalAddress}, slice.Endpoints[0].Addresses)
+	assert.Equal(t, int32(contract.NodeTunnelPort), *slice.Ports[0].Port)
+	tunnel := findObject[*appsv1.DaemonSet](t, objs, KubernetesTunnelName).Spec.Template.Spec
+	assert.True(t, tunnel.HostNetwork)
+	assert.Contains(t, tunnel.Containers[0].Args, "--upstream=kas-tunnel."+in.ClusterName()+"."+in.Namespace()+".k8s.example.com:8443")
+	assert.Equal(t, []corev1.Capability{"NET_ADMIN"}, tunnel.Containers[0].SecurityContext.Capabilities.Add)
 }

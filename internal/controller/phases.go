@@ -90,7 +90,7 @@ var ownedConditions = []string{
 	v1alpha1.AvailableCondition, v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition,
 	v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition,
 	v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
-	v1alpha1.NodeJoinReadyCondition, v1alpha1.CoreDNSReadyCondition, v1alpha1.KubeProxyReadyCondition,
+	v1alpha1.NodeJoinReadyCondition, v1alpha1.KubernetesServiceReadyCondition, v1alpha1.CoreDNSReadyCondition, v1alpha1.KubeProxyReadyCondition,
 	v1alpha1.KonnectivityAgentReadyCondition,
 }
 

@@ -80,6 +80,7 @@ type addon struct {
 func (r *Reconciler) addons() []addon {
 	return []addon{
 		{v1alpha1.NodeJoinReadyCondition, r.renderJoin, nil},
+		{v1alpha1.KubernetesServiceReadyCondition, keep(components.KubernetesService), kubernetesServiceReady},
 		{v1alpha1.CoreDNSReadyCondition, keep(components.CoreDNS), rolledOut},
 		{v1alpha1.KubeProxyReadyCondition, renderKubeProxy, rolledOut},
 		{v1alpha1.KonnectivityAgentReadyCondition, keep(components.KonnectivityAgent), rolledOut},
@@ -224,6 +225,18 @@ func rolledOut(ctx context.Context, c client.Reader, objs []client.Object) (outc
 		return waiting(v1alpha1.ProgressingReason, "%s", strings.Join(progress, "; ")), nil
 	}
 	return ready(strings.Join(names, ", ") + " rolled out"), nil
+}
+
+// kubernetesServiceReady is rolledOut, and a problem when there is nothing
+// to roll out because no EndpointSlice can hold the endpoint.
+func kubernetesServiceReady(ctx context.Context, c client.Reader, objs []client.Object) (outcome, error) {
+	if len(objs) == 0 {
+		return problem(v1alpha1.NoServiceEndpointReason,
+			"the endpoint's host is a name, or an address an EndpointSlice cannot hold (loopback, link-local), and kube-proxy leads "+
+				"Services to addresses only: pods cannot reach the API server through the kubernetes Service; use a load balancer "+
+				"that gives an address, a node port, or spec.gateway, whose tunnel carries the Service"), nil
+	}
+	return rolledOut(ctx, c, objs)
 }
 
 // watchWorkload watches our objects in the workload cluster, so that an edit

@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
 )
 
@@ -109,6 +112,9 @@ type Controller struct {
 	MaxConcurrentReconciles int
 	// EnableWebhooks serves the admission webhooks.
 	EnableWebhooks bool
+	// TunnelImage is the image of cmd/tunnel that gateway mode runs beside
+	// the API servers and on the workload cluster's nodes.
+	TunnelImage string
 }
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
@@ -134,6 +140,8 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", DefaultMaxConcurrentReconciles,
 		"control planes reconciled in parallel")
 	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
+	src.String(&c.TunnelImage, "tunnel-image", "TUNNEL_IMAGE", contract.DefaultTunnelImage,
+		"image of the tunnel that carries a workload cluster's kubernetes Service through the Gateway")
 	err := parse(src, args, w)
 	if errors.Is(err, flag.ErrHelp) {
 		return c, err
@@ -142,6 +150,9 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		c.Namespace = podNamespace(namespaceFile)
 	}
 	errs := []error{err, c.validate(c.EnableWebhooks)}
+	if _, err := reference.ParseNormalizedNamed(c.TunnelImage); err != nil {
+		errs = append(errs, fmt.Errorf("TUNNEL_IMAGE/--tunnel-image %q: %w: use an image reference such as %s", c.TunnelImage, err, contract.DefaultTunnelImage))
+	}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
 	}

@@ -28,7 +28,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 		"LEADER_ELECTION": "false", "WEBHOOK_CERT_DIR": dir, "MAX_CONCURRENT_RECONCILES": "7",
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
-		"HEALTH_PROBE_BIND_ADDRESS": "0",
+		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1",
 	}))
 	require.NoError(t, err)
 	assert.False(t, c.LeaderElection)
@@ -40,6 +40,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	assert.Equal(t, "http://collector:4317", c.OTLPEndpoint)
 	assert.Equal(t, "127.0.0.1:9090", c.MetricsAddr)
 	assert.Equal(t, "0", c.HealthAddr)
+	assert.Equal(t, "registry.example.com/hcp/tunnel:v1", c.TunnelImage)
 }
 
 // outsidePod parses as a process outside a pod does, wherever the test runs.
@@ -137,6 +138,7 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		"otel":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, want: "use an http:// or https:// URL"},
 		"certs":       {env: map[string]string{"WEBHOOK_CERT_DIR": "/nonexistent", "ENABLE_WEBHOOKS": "true"}, want: `WEBHOOK_CERT_DIR/--webhook-cert-dir "/nonexistent" has no tls.crt`},
 		"port":        {args: []string{"--webhook-port=70000", "--enable-webhooks=false"}, want: "WEBHOOK_PORT/--webhook-port 70000"},
+		"image":       {env: map[string]string{"TUNNEL_IMAGE": "Tunnel:latest"}, want: `TUNNEL_IMAGE/--tunnel-image "Tunnel:latest"`},
 		"unknownFlag": {args: []string{"--leader-elect"}, want: "flag provided but not defined: -leader-elect"},
 		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
 	} {
@@ -154,6 +156,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
 		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
+		"TUNNEL_IMAGE",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}

@@ -92,7 +92,7 @@ func TestGatewayProblems(t *testing.T) {
 		}
 		return nil
 	})
-	for name, hostname := range map[string]string{"gw-apiserver": host, "gw-konnectivity": "konnectivity." + host} {
+	for name, hostname := range map[string]string{"gw-apiserver": host, "gw-konnectivity": "konnectivity." + host, "gw-kas-tunnel": "kas-tunnel." + host} {
 		route := get(t, &gatewayv1.TLSRoute{}, ns, name)
 		assert.Equal(t, []gatewayv1.Hostname{gatewayv1.Hostname(hostname)}, route.Spec.Hostnames)
 		assert.Equal(t, gatewayv1.SectionName("tls"), *route.Spec.ParentRefs[0].SectionName)
@@ -237,6 +237,8 @@ func routesThroughGateway(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	hasEvent(t, hcp, v1alpha1.RouteRefsUnresolvedReason)
 
 	say("gw-konnectivity", yes, yes)
+	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RoutePendingReason)
+	say("gw-kas-tunnel", yes, yes)
 	waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 }
 

@@ -139,9 +139,13 @@ func hasRepairEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, what string)
 func TestWorkloadCluster(t *testing.T) {
 	_, hcp, w := startWorkloadCluster(t, "work", "v1.35.2")
 	waitCondition(t, hcp, v1alpha1.NodeJoinReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	// This API server's endpoint is on loopback, which no EndpointSlice may
+	// hold: the condition says pods cannot reach it through the Service.
+	c := waitCondition(t, hcp, v1alpha1.KubernetesServiceReadyCondition, metav1.ConditionFalse, v1alpha1.NoServiceEndpointReason)
+	assert.Contains(t, c.Message, "pods cannot reach the API server through the kubernetes Service")
 	// No node runs the add-ons yet: they are not ready, and the control
 	// plane stays Available regardless.
-	c := waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
+	c = waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
 	assert.Contains(t, c.Message, "Deployment coredns: 0 of 2 available")
 	waitCondition(t, hcp, v1alpha1.KonnectivityAgentReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
 	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)

@@ -61,7 +61,7 @@ func TestCatalog(t *testing.T) {
 		"registry.k8s.io/kube-apiserver:" + PreviousKubeVersion, "registry.k8s.io/etcd:" + EtcdTag,
 		"registry.k8s.io/kas-network-proxy/proxy-server:" + KonnectivityVersion, "registry.k8s.io/pause:" + PauseVersion,
 		"docker.io/library/traefik:" + TraefikVersion,
-		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", ProbeImage,
+		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", "ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:dev", ProbeImage,
 	} {
 		assert.True(t, refs[want], want)
 	}

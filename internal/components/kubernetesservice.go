@@ -1,0 +1,131 @@
+package components
+
+import (
+	"net"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// KubernetesTunnelName is the DaemonSet in kube-system that carries the
+// kubernetes Service to the API server in gateway mode.
+const KubernetesTunnelName = "kas-tunnel"
+
+// nodeCAFile is where `kubeadm join` writes the cluster CA on each node.
+const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
+
+// KubernetesService renders what lets pods reach their API server through the
+// default/kubernetes Service (CoreDNS and every in-cluster client). The hosted
+// API servers run with --endpoint-reconciler-type=none, as their pod
+// addresses mean nothing to the workload cluster, so the controller writes the
+// Service's EndpointSlice itself:
+//
+//   - with an IP endpoint (a LoadBalancer, a node port, a ClusterIP the user
+//     routes), the endpoint itself;
+//   - in gateway mode, where one Gateway serves every tenant by SNI and a pod
+//     dialling an address sends none, contract.NodeLocalAddress, where a
+//     hostNetwork DaemonSet (cmd/tunnel node) listens on every node. kube-proxy
+//     DNATs the Service address to it on the pod's own node; the proxy wraps
+//     each connection in an outer TLS connection to the Gateway whose SNI is
+//     TunnelHost, verified with the cluster CA kubeadm wrote on the node, and
+//     the sidecar beside each API server unwraps it (see tunnelServer). The
+//     pod's own TLS runs inside, end to end with the API server.
+//
+// An endpoint that is a name outside gateway mode (a load balancer with a
+// hostname) or an address the API refuses as an endpoint (loopback,
+// link-local) gives none: KubernetesService returns no objects.
+func KubernetesService(in *Input) []client.Object {
+	if in.Listener != nil {
+		return []client.Object{
+			in.kubernetesEndpointSlice(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
+			in.tunnelDaemonSet(),
+		}
+	}
+	ip := net.ParseIP(in.Endpoint.Host)
+	if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
+		return nil
+	}
+	return []client.Object{in.kubernetesEndpointSlice(ip, in.Endpoint.Port)}
+}
+
+func (in *Input) kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
+	family := discoveryv1.AddressTypeIPv4
+	if ip.To4() == nil {
+		family = discoveryv1.AddressTypeIPv6
+	}
+	return &discoveryv1.EndpointSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
+		ObjectMeta: workloadMeta(metav1.NamespaceDefault, "kubernetes", map[string]string{
+			discoveryv1.LabelServiceName: "kubernetes",
+			discoveryv1.LabelManagedBy:   contract.ManagedBy,
+		}),
+		AddressType: family,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{{
+			Name: ptr.To("https"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port),
+		}},
+	}
+}
+
+// tunnelDaemonSet runs the node side of the tunnel on every node, before
+// anything else: host network, cluster DNS not needed (the Gateway's name
+// resolves through the node's resolver), no service account token, every
+// taint tolerated. It runs as root with only NET_ADMIN, which it needs to put
+// contract.NodeLocalAddress on a dummy device of its own.
+func (in *Input) tunnelDaemonSet() *appsv1.DaemonSet {
+	selector := map[string]string{k8sAppLabel: KubernetesTunnelName}
+	health := func(path string, failures int32) *corev1.Probe {
+		p := probe(path, contract.NodeTunnelHealthPort, corev1.URISchemeHTTP, failures)
+		p.HTTPGet.Host = contract.NodeLocalAddress
+		return p
+	}
+	c := container(KubernetesTunnelName, in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
+		"node",
+		"--address=" + contract.NodeLocalAddress,
+		"--port=" + strconv.Itoa(contract.NodeTunnelPort),
+		"--device=" + contract.NodeTunnelDevice,
+		"--upstream=" + net.JoinHostPort(in.TunnelHost(), strconv.Itoa(int(in.Listener.Port))),
+		"--ca-file=" + nodeCAFile,
+		"--health-listen=" + net.JoinHostPort(contract.NodeLocalAddress, strconv.Itoa(contract.NodeTunnelHealthPort)),
+	})
+	c.SecurityContext.RunAsNonRoot = ptr.To(false)
+	c.SecurityContext.RunAsUser = ptr.To[int64](0)
+	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	c.ReadinessProbe = health("/readyz", 3)
+	c.LivenessProbe = health("/healthz", 3)
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "ca", MountPath: nodeCAFile, ReadOnly: true}}
+	pod := corev1.PodSpec{
+		HostNetwork:                  true,
+		DNSPolicy:                    corev1.DNSDefault,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		PriorityClassName:            "system-node-critical",
+		NodeSelector:                 map[string]string{corev1.LabelOSStable: "linux"},
+		Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Containers:                   []corev1.Container{c},
+		Volumes: []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: nodeCAFile, Type: ptr.To(corev1.HostPathFile),
+		}}}},
+	}
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: workloadMeta("kube-system", KubernetesTunnelName, selector),
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
+		},
+	}
+}
