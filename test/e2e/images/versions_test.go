@@ -65,7 +65,7 @@ func TestCatalog(t *testing.T) {
 	} {
 		assert.True(t, refs[want], want)
 	}
-	assert.Len(t, list, 18)
+	assert.Len(t, list, 19)
 	assert.Equal(t, "/bin-root/kube/"+KubeVersion+"/kube-scheduler", list[2].files[0].src)
 	assert.Equal(t, "/usr/local/bin/kube-scheduler", list[2].files[0].path)
 	assert.Equal(t, filepath.Join("root", "bin", "kube", KubeVersion, "etcd"), HostBinaries("root")["etcd"])
