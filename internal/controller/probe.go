@@ -3,9 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -25,7 +28,16 @@ func (p ReadyzProber) Probe(ctx context.Context, kubeconfig []byte) error {
 		return fmt.Errorf("parse kubeconfig: %w", err)
 	}
 	cfg.Timeout = p.Timeout
-	client, err := kubernetes.NewForConfig(cfg)
+	// A connection of its own, closed afterwards: a pooled one can outlive
+	// the path it came through (a Gateway keeps splicing an open connection
+	// after its route is gone), and the question is whether clients get in.
+	cfg.Dial = (&net.Dialer{Timeout: p.Timeout}).DialContext
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	defer utilnet.CloseIdleConnectionsFor(httpClient.Transport)
+	client, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return err
 	}
