@@ -68,9 +68,7 @@ func TestGatewaySharedByTwoClusters(t *testing.T) {
 			assert.Equal(t, int32(443), hcp.Spec.ControlPlaneEndpoint.Port)
 			cfg := hostedConfig(t, key.Namespace, key.Name)
 			assert.Equal(t, "https://"+host+":443", cfg.Host, "the kubeconfig of %s", key)
-			for _, route := range []string{key.Name + "-apiserver", key.Name + "-konnectivity"} {
-				assertRouteAccepted(t, key.Namespace, route)
-			}
+			assertRoutesAccepted(t, key)
 			services := &corev1.ServiceList{}
 			require.NoError(t, k8s.List(testContext(t), services, client.InNamespace(key.Namespace)))
 			for _, svc := range services.Items {
@@ -331,16 +329,22 @@ func assertWarning(t *testing.T, key client.ObjectKey, reason string) {
 	})
 }
 
-// assertRouteAccepted checks that the Gateway accepted the TLSRoute and
-// resolved its backend.
-func assertRouteAccepted(t *testing.T, ns, name string) {
+// assertRoutesAccepted checks that the Gateway accepted every TLSRoute of
+// the control plane key (the API server's and konnectivity's at least) and
+// resolved their backends.
+func assertRoutesAccepted(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	route := &gatewayv1.TLSRoute{}
-	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, route))
-	require.Len(t, route.Status.Parents, 1, "TLSRoute %s/%s has the status of one Gateway", ns, name)
-	for _, c := range []gatewayv1.RouteConditionType{gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs} {
-		assert.True(t, apimeta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(c)), "TLSRoute %s/%s %s", ns, name, c)
+	routes := &gatewayv1.TLSRouteList{}
+	require.NoError(t, k8s.List(testContext(t), routes, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": key.Name}))
+	names := []string{}
+	for _, route := range routes.Items {
+		names = append(names, route.Name)
+		require.Len(t, route.Status.Parents, 1, "TLSRoute %s has the status of one Gateway", route.Name)
+		for _, c := range []gatewayv1.RouteConditionType{gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs} {
+			assert.True(t, apimeta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(c)), "TLSRoute %s %s", route.Name, c)
+		}
 	}
+	assert.Subset(t, names, []string{key.Name + "-apiserver", key.Name + "-konnectivity"})
 }
 
 // restoreGateway re-creates a deleted Gateway and waits until it is
