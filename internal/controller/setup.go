@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -53,8 +54,7 @@ func CacheOptions() cache.Options {
 
 // SetupWithManager registers the controller and its watches. Kinds of
 // cert-manager and Gateway API are watched once their CRDs exist, which may
-// be after the controller starts. Gateways are not watched: they are not
-// ours, and a control plane waiting for one looks again every few seconds.
+// be after the controller starts.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(mapByLabel)
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -78,13 +78,47 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.controller = c
+	// Gateways are not ours, so the manager's cache, which holds only what
+	// we label, has none: a cache of their own holds them all. A Gateway
+	// deleted, re-created or with its listeners changed concerns the control
+	// planes served through it at once, not at their next pass.
+	gateways, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+	})
+	if err != nil {
+		return fmt.Errorf("cache for Gateways: %w", err)
+	}
+	if err := mgr.Add(gateways); err != nil {
+		return err
+	}
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.HostedControlPlane{}, handler.OnlyControllerOwner())
 	r.watches = &optionalWatches{controller: c, cache: mgr.GetCache(), client: mgr.GetClient(), kinds: []optionalKind{
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
+		// Its controller's status writes change nothing the control planes read.
+		{
+			obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway), cache: gateways,
+			predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}},
+		},
 	}}
 	return nil
+}
+
+// mapGateway wakes the control planes served through a Gateway.
+func (r *Reconciler) mapGateway(ctx context.Context, obj client.Object) []reconcile.Request {
+	hcps := &v1alpha1.HostedControlPlaneList{}
+	if err := r.client.List(ctx, hcps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list control planes for a Gateway", "gateway", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	var out []reconcile.Request
+	for _, hcp := range hcps.Items {
+		if gw := hcp.Spec.Gateway; gw != nil && gw.Name == obj.GetName() && gw.Namespace == obj.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcp)})
+		}
+	}
+	return out
 }
 
 func mapByLabel(_ context.Context, obj client.Object) []reconcile.Request {
@@ -110,8 +144,11 @@ func mapCluster(_ context.Context, obj client.Object) []reconcile.Request {
 // optionalKind is a kind whose CRD may be installed after the controller
 // starts.
 type optionalKind struct {
-	obj     client.Object
-	handler handler.EventHandler
+	obj        client.Object
+	handler    handler.EventHandler
+	predicates []predicate.Predicate
+	// cache holds the kind; the manager's when nil.
+	cache   cache.Cache
 	watched bool
 }
 
@@ -145,7 +182,11 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 		if _, err := w.client.IsObjectNamespaced(k.obj); err != nil {
 			continue // CRD not installed (yet)
 		}
-		if err := w.controller.Watch(source.Kind(w.cache, k.obj, k.handler)); err != nil {
+		from := k.cache
+		if from == nil {
+			from = w.cache
+		}
+		if err := w.controller.Watch(source.Kind(from, k.obj, k.handler, k.predicates...)); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "watch", "kind", fmt.Sprintf("%T", k.obj))
 			continue
 		}
