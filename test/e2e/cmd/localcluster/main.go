@@ -92,7 +92,7 @@ func up(ctx context.Context, dir string, gateway bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("localcluster: installing cert-manager, Cluster API and the provider")
+	fmt.Println("localcluster: installing cert-manager, Cluster API, Traefik with the Gateway capi/capi-system, and the provider")
 	if err := local.Install(ctx, root, c); err != nil {
 		return err
 	}
