@@ -1,8 +1,6 @@
 package components
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
 	"slices"
 
@@ -13,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // SecretsHashAnnotation on a pod template digests the content of the Secrets
@@ -94,11 +93,11 @@ func (in *Input) secretsHash(pod *corev1.PodSpec) string {
 		}
 	}
 	slices.Sort(secrets)
-	h := sha256.New()
-	for _, s := range secrets {
-		h.Write([]byte(s + "=" + in.SecretHashes[s] + "\n"))
+	lines := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		lines[i] = []byte(s + "=" + in.SecretHashes[s] + "\n")
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return contract.Digest(lines...)
 }
 
 // probe is an HTTP(S) GET probe of path on port.

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,49 +23,28 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // phase is one step of a pass; it owns one condition.
 type phase struct {
 	condition string
-	run       func(context.Context, *scope) (outcome, error)
-}
-
-// outcome is how a phase ended: done, or what is missing. warn marks a bad
-// situation worth an event, not just progress; poll a wait that no watched
-// object ends, so the pass looks again after a while.
-type outcome struct {
-	done            bool
-	warn            bool
-	poll            bool
-	reason, message string
-}
-
-func ready(message string) outcome {
-	return outcome{done: true, reason: v1alpha1.ReadyReason, message: message}
-}
-
-func waiting(reason, format string, args ...any) outcome {
-	return outcome{reason: reason, message: fmt.Sprintf(format, args...)}
-}
-
-func problem(reason, format string, args ...any) outcome {
-	return outcome{warn: true, reason: reason, message: fmt.Sprintf(format, args...)}
+	run       func(context.Context, *scope) (readiness.Outcome, error)
 }
 
 // failure turns an error into the outcome that explains it.
-func failure(err error) outcome {
+func failure(err error) readiness.Outcome {
 	var conflict *apply.ConflictError
 	switch {
 	case errors.As(err, &conflict):
-		return problem(v1alpha1.ConflictReason, "%v", err)
+		return readiness.Problem(v1alpha1.ConflictReason, "%v", err)
 	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), cmv1.SchemeGroupVersion.Group):
-		return problem(v1alpha1.CertManagerMissingReason, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying")
+		return readiness.Problem(v1alpha1.CertManagerMissingReason, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying")
 	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), gatewayv1.GroupName):
-		return problem(v1alpha1.GatewayAPIMissingReason, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway")
+		return readiness.Problem(v1alpha1.GatewayAPIMissingReason, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway")
 	default:
-		return problem(v1alpha1.ApplyFailedReason, "%v", err)
+		return readiness.Problem(v1alpha1.ApplyFailedReason, "%v", err)
 	}
 }
 
@@ -94,13 +71,13 @@ var ownedConditions = []string{
 	v1alpha1.KonnectivityAgentReadyCondition,
 }
 
-func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (readiness.Outcome, error) {
 	in, err := components.NewInput(s.hcp, s.cluster, r.settings)
 	if err != nil {
-		return problem(v1alpha1.ClusterNetworkMissingReason, "%v", err), nil
+		return readiness.Problem(v1alpha1.ClusterNetworkMissingReason, "%v", err), nil
 	}
 	s.in = in
-	return ready("Cluster " + s.cluster.Name + " is ready"), nil
+	return readiness.Ready("Cluster " + s.cluster.Name + " is ready"), nil
 }
 
 // apply applies objs in order; a conflict or failure ends the phase. It
@@ -118,32 +95,27 @@ func (r *Reconciler) apply(ctx context.Context, objs ...client.Object) (bool, er
 	return wrote, nil
 }
 
-// rollingOut is the outcome of a phase that just changed its workloads.
-func rollingOut(what string) outcome {
-	return waiting(v1alpha1.ProgressingReason, "rolling out the new spec of %s", what)
-}
-
-func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	spec := s.hcp.Spec
 	if gw := spec.Gateway; gw != nil {
 		// Gateways are not ours and not in the label-scoped cache.
 		gateway := &gatewayv1.Gateway{}
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
 		if apierrors.IsNotFound(err) {
-			return problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
+			return readiness.Problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
 		}
 		if err != nil {
-			return outcome{}, err
+			return readiness.Outcome{}, err
 		}
 		listener, err := contract.FindGatewayListener(gateway)
 		if err != nil {
-			return problem(v1alpha1.GatewayListenerReason, "%v", err), nil
+			return readiness.Problem(v1alpha1.GatewayListenerReason, "%v", err), nil
 		}
 		s.in.Listener = &listener
 	}
 	objs := components.Exposure(s.in)
 	if _, err := r.apply(ctx, objs...); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	// Nothing is reported reachable before the Gateway routes to it.
 	for _, obj := range objs {
@@ -155,13 +127,13 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 	}
 	host, port, err := r.endpoint(ctx, s)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if host == "" || port == 0 {
-		out := waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
+		out := readiness.Waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
 			s.in.APIServerServiceName(), s.in.ExposureType())
 		// A NodePort Service waits for a ready node, which is not watched.
-		out.poll = s.in.ExposureType() == corev1.ServiceTypeNodePort
+		out.Poll = s.in.ExposureType() == corev1.ServiceTypeNodePort
 		return out, nil
 	}
 	// What the user set stays; what is missing is filled in once.
@@ -173,17 +145,17 @@ func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, erro
 		endpoint.Port = port
 	}
 	s.in.Endpoint = *endpoint
-	return ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
+	return readiness.Ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
 }
 
 // routeAccepted reads what the Gateway says of a TLSRoute it should route:
 // accepted, with its references resolved, for the route's current spec.
 // Otherwise the outcome carries the Gateway's own reason and message.
-func (r *Reconciler) routeAccepted(ctx context.Context, want *gatewayv1.TLSRoute) (outcome, bool) {
+func (r *Reconciler) routeAccepted(ctx context.Context, want *gatewayv1.TLSRoute) (readiness.Outcome, bool) {
 	parent := want.Spec.ParentRefs[0]
 	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
 	name := want.Namespace + "/" + want.Name
-	pending := waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
+	pending := readiness.Waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
 	route := &gatewayv1.TLSRoute{}
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
 		return pending, false
@@ -205,10 +177,10 @@ func (r *Reconciler) routeAccepted(ctx context.Context, want *gatewayv1.TLSRoute
 			case c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Generation):
 				return pending, false // not yet seen, or seen before the current spec
 			case c.Status != metav1.ConditionTrue:
-				return problem(check.reason, "Gateway %s %s TLSRoute %s: %s: %s", gw, check.says, name, c.Reason, c.Message), false
+				return readiness.Problem(check.reason, "Gateway %s %s TLSRoute %s: %s: %s", gw, check.says, name, c.Reason, c.Message), false
 			}
 		}
-		return outcome{}, true
+		return readiness.Outcome{}, true
 	}
 	return pending, false
 }
@@ -284,10 +256,10 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	objs := components.PKI(s.in)
 	if _, err := r.apply(ctx, objs...); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	var pending []string
 	for _, obj := range objs {
@@ -305,13 +277,13 @@ func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, 
 			pending = append(pending, want.Name)
 			continue
 		}
-		s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
+		s.in.SecretHashes[secret.Name] = contract.DataDigest(secret.Data)
 	}
 	if len(pending) > 0 {
-		return waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
+		return readiness.Waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
 			len(pending), countCertificates(objs), strings.Join(pending, ", ")), nil
 	}
-	return ready(fmt.Sprintf("all %d certificates issued", countCertificates(objs))), nil
+	return readiness.Ready(fmt.Sprintf("all %d certificates issued", countCertificates(objs))), nil
 }
 
 func certificateReady(c *cmv1.Certificate) bool {
@@ -333,120 +305,109 @@ func countCertificates(objs []client.Object) int {
 	return n
 }
 
-func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	configs, err := components.Configs(s.in)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	for _, obj := range configs {
 		if secret, ok := obj.(*corev1.Secret); ok {
-			s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
+			s.in.SecretHashes[secret.Name] = contract.DataDigest(secret.Data)
 		}
 	}
 	admin := &corev1.Secret{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.AdminCertSecret()}, admin); err != nil {
-		return outcome{}, fmt.Errorf("read admin certificate: %w", err)
+		return readiness.Outcome{}, fmt.Errorf("read admin certificate: %w", err)
 	}
 	kubeconfig, err := components.ClusterKubeconfig(s.in, admin)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if _, err := r.apply(ctx, append(configs, kubeconfig)...); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	s.kubeconfig = kubeconfig.Data["value"]
-	return ready("Secret " + kubeconfig.Name + " holds the admin kubeconfig"), nil
+	return readiness.Ready("Secret " + kubeconfig.Name + " holds the admin kubeconfig"), nil
 }
 
-func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	if out, changing := r.etcdMembershipChange(ctx, s); changing {
 		return out, nil
 	}
 	objs := components.Etcd(s.in)
 	wrote, err := r.apply(ctx, objs...)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if err := r.prune(ctx, s, contract.EtcdComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if wrote {
-		return rollingOut("etcd"), nil
+		return readiness.RollingOut("etcd"), nil
 	}
 	sts := &appsv1.StatefulSet{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	want := s.in.EtcdReplicas()
 	st := sts.Status
 	if st.ObservedGeneration < sts.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want ||
 		st.Replicas != want || (st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision) {
-		return waiting(v1alpha1.ProgressingReason, "%d of %d etcd members ready, %d up to date",
+		return readiness.Waiting(v1alpha1.ProgressingReason, "%d of %d etcd members ready, %d up to date",
 			st.ReadyReplicas, want, st.UpdatedReplicas), nil
 	}
-	return ready(fmt.Sprintf("%d etcd members ready", want)), nil
+	return readiness.Ready(fmt.Sprintf("%d etcd members ready", want)), nil
 }
 
 // etcdMembershipChange refuses to resize a running etcd: new members must be
 // added to the cluster before they start, and removed members removed from
 // it, which this controller does not do yet. Scaling the StatefulSet alone
 // would break quorum or start members that cannot join.
-func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcome, bool) {
+func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (readiness.Outcome, bool) {
 	sts := &appsv1.StatefulSet{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
-		return outcome{}, false
+		return readiness.Outcome{}, false
 	}
 	have, want := ptr.Deref(sts.Spec.Replicas, 0), s.in.EtcdReplicas()
 	if have == want {
-		return outcome{}, false
+		return readiness.Outcome{}, false
 	}
-	return problem(v1alpha1.EtcdMembershipReason,
+	return readiness.Problem(v1alpha1.EtcdMembershipReason,
 		"etcd runs %d members and spec.etcd.replicas asks for %d: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to %d",
 		have, want, have), true
 }
 
-func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	objs := components.APIServer(s.in)
 	wrote, err := r.apply(ctx, objs...)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	// Down to one API server, its disruption budget goes.
 	if err := r.prune(ctx, s, contract.APIServerComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if wrote {
-		return rollingOut("the API servers"), nil
+		return readiness.RollingOut("the API servers"), nil
 	}
 	return r.deploymentsReady(ctx, s, s.in.APIServerName())
 }
 
-func (r *Reconciler) controllersPhase(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) controllersPhase(ctx context.Context, s *scope) (readiness.Outcome, error) {
 	wrote, err := r.apply(ctx, append(components.ControllerManager(s.in), components.Scheduler(s.in)...)...)
 	if err != nil || wrote {
-		return rollingOut("the controller manager and scheduler"), err
+		return readiness.RollingOut("the controller manager and scheduler"), err
 	}
 	return r.deploymentsReady(ctx, s, s.in.ControllerManagerName(), s.in.SchedulerName())
 }
 
-// deploymentsReady is done when every named Deployment has rolled out: all
-// replicas updated and available, none of an old revision left.
-func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...string) (outcome, error) {
-	var progress []string
-	for _, name := range names {
-		d := &appsv1.Deployment{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: name}, d); err != nil {
-			return outcome{}, err
-		}
-		want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status
-		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-			progress = append(progress, fmt.Sprintf("%s: %d of %d available, %d up to date", name, st.AvailableReplicas, want, st.UpdatedReplicas))
-		}
+// deploymentsReady is done when every named Deployment has rolled out.
+func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...string) (readiness.Outcome, error) {
+	objs := make([]client.Object, len(names))
+	for i, name := range names {
+		objs[i] = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.in.Namespace(), Name: name}}
 	}
-	if len(progress) > 0 {
-		return waiting(v1alpha1.ProgressingReason, "%s", strings.Join(progress, "; ")), nil
-	}
-	return ready(strings.Join(names, ", ") + " rolled out"), nil
+	return readiness.RolledOut(ctx, r.client, objs, client.Object.GetName)
 }
 
 // prune deletes objects of list's kind and component that the control plane
@@ -473,19 +434,4 @@ func (r *Reconciler) prune(ctx context.Context, s *scope, component string, list
 	_, err = r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
 		client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name, contract.ComponentLabel: component})
 	return err
-}
-
-// secretHash is a digest of a Secret's data in key order.
-func secretHash(data map[string][]byte) string {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	h := sha256.New()
-	for _, k := range keys {
-		_, _ = h.Write([]byte(k))
-		_, _ = h.Write(data[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }

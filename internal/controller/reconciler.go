@@ -23,6 +23,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -87,7 +88,7 @@ type scope struct {
 // blockedPhase is a phase that ended a pass, and how.
 type blockedPhase struct {
 	condition string
-	outcome
+	readiness.Outcome
 }
 
 // answered tells whether the API server answered in this pass.
@@ -147,13 +148,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if s.blocked == nil || ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
 		r.probe(ctx, s)
 	}
-	if b := s.blocked; b != nil && b.warn {
+	if b := s.blocked; b != nil && b.Warn {
 		// A bad situation: retry with backoff.
-		return ctrl.Result{}, fmt.Errorf("%s: %s", b.reason, b.message)
+		return ctrl.Result{}, fmt.Errorf("%s: %s", b.Reason, b.Message)
 	}
 	if !s.answered() {
 		markWorkloadWaiting(s.hcp, r.addons())
-		if s.probed || s.blocked.poll {
+		if s.probed || s.blocked.Poll {
 			return ctrl.Result{RequeueAfter: retryInterval}, nil
 		}
 		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
@@ -175,8 +176,8 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) {
 			out = failure(err)
 		}
 		r.record(s.hcp, p.condition, out)
-		if !out.done {
-			s.blocked = &blockedPhase{condition: p.condition, outcome: out}
+		if !out.Done {
+			s.blocked = &blockedPhase{condition: p.condition, Outcome: out}
 			r.markWaiting(s.hcp, i)
 			return
 		}
@@ -185,14 +186,14 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) {
 
 // record sets a condition from an outcome. A bad situation is told in a
 // Warning event when it is new, not again on every retry of the same one.
-func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out outcome) {
+func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out readiness.Outcome) {
 	var was metav1.Condition
 	if c := conditions.Get(hcp, condition); c != nil {
 		was = *c // setCondition changes it in place
 	}
-	setCondition(hcp, condition, boolStatus(out.done), out.reason, out.message)
-	if out.warn && (was.Reason != out.reason || was.Message != out.message) {
-		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.reason, condition, out.message)
+	setCondition(hcp, condition, boolStatus(out.Done), out.Reason, out.Message)
+	if out.Warn && (was.Reason != out.Reason || was.Message != out.Message) {
+		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.Reason, condition, out.Message)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 )
 
 // A bad situation is told once when it begins and again only when it
@@ -22,12 +23,12 @@ func TestRecordTellsNewSituationsOnce(t *testing.T) {
 	recorder := events.NewFakeRecorder(10)
 	r := &Reconciler{recorder: recorder}
 	hcp := &v1alpha1.HostedControlPlane{}
-	missing := problem(v1alpha1.GatewayNotFoundReason, "Gateway capi-system/capi does not exist")
-	noListener := problem(v1alpha1.GatewayListenerReason, "the Gateway capi-system/capi has no listener")
-	for _, out := range []outcome{
+	missing := readiness.Problem(v1alpha1.GatewayNotFoundReason, "Gateway capi-system/capi does not exist")
+	noListener := readiness.Problem(v1alpha1.GatewayListenerReason, "the Gateway capi-system/capi has no listener")
+	for _, out := range []readiness.Outcome{
 		missing, missing, missing, // retries of one situation
 		noListener, noListener, // a new one
-		waiting(v1alpha1.EndpointPendingReason, "waiting for an address"),
+		readiness.Waiting(v1alpha1.EndpointPendingReason, "waiting for an address"),
 		missing, // back again
 	} {
 		r.record(hcp, v1alpha1.ExposureReadyCondition, out)
@@ -98,8 +99,8 @@ func TestFailureNamesTheSituation(t *testing.T) {
 		{errors.New("connection refused"), v1alpha1.ApplyFailedReason},
 	} {
 		out := failure(tc.err)
-		assert.True(t, out.warn, tc.reason)
-		assert.False(t, out.done, tc.reason)
-		assert.Equal(t, tc.reason, out.reason)
+		assert.True(t, out.Warn, tc.reason)
+		assert.False(t, out.Done, tc.reason)
+		assert.Equal(t, tc.reason, out.Reason)
 	}
 }

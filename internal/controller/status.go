@@ -156,10 +156,10 @@ func available(s *scope) metav1.Condition {
 		c.Reason, c.Message = v1alpha1.NotAnsweringReason, "the API server does not answer through the cluster's kubeconfig: "+s.answer.Error()
 	case s.blocked != nil:
 		c.Reason = v1alpha1.WaitingReason
-		if s.blocked.warn {
-			c.Reason = s.blocked.reason
+		if s.blocked.Warn {
+			c.Reason = s.blocked.Reason
 		}
-		c.Message = fmt.Sprintf("the API server cannot answer before %s: %s", s.blocked.condition, s.blocked.message)
+		c.Message = fmt.Sprintf("the API server cannot answer before %s: %s", s.blocked.condition, s.blocked.Message)
 	default:
 		c.Reason, c.Message = v1alpha1.WaitingReason, "waiting for the control plane to be reconciled"
 	}

@@ -11,14 +11,15 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 )
 
 // Available is true only when the API server answered in the pass, and on
 // every other path false with the reason that keeps it from answering.
 func TestAvailable(t *testing.T) {
 	now := metav1.Now()
-	certsPending := &blockedPhase{v1alpha1.CertificatesReadyCondition, outcome{reason: v1alpha1.IssuingReason, message: "waiting for cert-manager"}}
-	noCertManager := &blockedPhase{v1alpha1.CertificatesReadyCondition, outcome{warn: true, reason: v1alpha1.CertManagerMissingReason, message: "install cert-manager"}}
+	certsPending := &blockedPhase{v1alpha1.CertificatesReadyCondition, readiness.Outcome{Reason: v1alpha1.IssuingReason, Message: "waiting for cert-manager"}}
+	noCertManager := &blockedPhase{v1alpha1.CertificatesReadyCondition, readiness.Outcome{Warn: true, Reason: v1alpha1.CertManagerMissingReason, Message: "install cert-manager"}}
 	for name, tc := range map[string]struct {
 		s                       scope
 		status                  metav1.ConditionStatus

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -13,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +24,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -74,7 +73,7 @@ type addon struct {
 	// rather than kept.
 	render func(context.Context, *scope) (objs []client.Object, remove bool, err error)
 	// ready tells whether what was applied runs; nil when applied is ready.
-	ready func(context.Context, client.Reader, []client.Object) (outcome, error)
+	ready func(context.Context, client.Reader, []client.Object) (readiness.Outcome, error)
 }
 
 func (r *Reconciler) addons() []addon {
@@ -135,8 +134,8 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 			out = failure(err)
 		}
 		r.record(s.hcp, a.condition, out)
-		if out.warn {
-			errs = append(errs, fmt.Errorf("%s: %s", a.condition, out.message))
+		if out.Warn {
+			errs = append(errs, fmt.Errorf("%s: %s", a.condition, out.Message))
 		}
 	}
 	return errors.Join(errs...)
@@ -144,18 +143,18 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 
 // syncAddon applies or removes one add-on, tells about every repair in an
 // event, and reports how far the add-on is.
-func (r *Reconciler) syncAddon(ctx context.Context, s *scope, applier *apply.Applier, a addon) (outcome, error) {
+func (r *Reconciler) syncAddon(ctx context.Context, s *scope, applier *apply.Applier, a addon) (readiness.Outcome, error) {
 	objs, remove, err := a.render(ctx, s)
 	if err != nil {
-		return outcome{}, err
+		return readiness.Outcome{}, err
 	}
 	if remove {
 		for _, obj := range objs {
 			if _, err := applier.Delete(ctx, obj); err != nil {
-				return outcome{}, err
+				return readiness.Outcome{}, err
 			}
 		}
-		return outcome{done: true, reason: v1alpha1.DisabledReason, message: "disabled by the spec; removed from the workload cluster"}, nil
+		return readiness.Outcome{Done: true, Reason: v1alpha1.DisabledReason, Message: "disabled by the spec; removed from the workload cluster"}, nil
 	}
 	// An add-on applied before whose object is missing was deleted by
 	// someone: its recreation is a repair.
@@ -164,7 +163,7 @@ func (r *Reconciler) syncAddon(ctx context.Context, s *scope, applier *apply.App
 	for _, obj := range objs {
 		change, err := applier.Sync(ctx, obj)
 		if err != nil {
-			return outcome{}, err
+			return readiness.Outcome{}, err
 		}
 		// The repaired object is the event's related object: events about
 		// the same objects are counted in one series, others stand apart.
@@ -178,7 +177,7 @@ func (r *Reconciler) syncAddon(ctx context.Context, s *scope, applier *apply.App
 		}
 	}
 	if a.ready == nil {
-		return ready(fmt.Sprintf("%d objects of Kubernetes %s in place", len(objs), s.in.AddonsVersion())), nil
+		return readiness.Ready(fmt.Sprintf("%d objects of Kubernetes %s in place", len(objs), s.in.AddonsVersion())), nil
 	}
 	return a.ready(ctx, applier.Reader, objs)
 }
@@ -193,45 +192,15 @@ func objectName(obj client.Object) string {
 
 // rolledOut is done when every Deployment and DaemonSet among objs runs its
 // current spec on every replica or node.
-func rolledOut(ctx context.Context, c client.Reader, objs []client.Object) (outcome, error) {
-	var progress, names []string
-	for _, obj := range objs {
-		key := client.ObjectKeyFromObject(obj)
-		switch obj.(type) {
-		case *appsv1.Deployment:
-			d := &appsv1.Deployment{}
-			if err := c.Get(ctx, key, d); err != nil {
-				return outcome{}, err
-			}
-			want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status
-			if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-				progress = append(progress, fmt.Sprintf("Deployment %s: %d of %d available, %d up to date", key.Name, st.AvailableReplicas, want, st.UpdatedReplicas))
-			}
-		case *appsv1.DaemonSet:
-			ds := &appsv1.DaemonSet{}
-			if err := c.Get(ctx, key, ds); err != nil {
-				return outcome{}, err
-			}
-			st := ds.Status
-			if st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberAvailable != st.DesiredNumberScheduled {
-				progress = append(progress, fmt.Sprintf("DaemonSet %s: %d of %d nodes available, %d up to date", key.Name, st.NumberAvailable, st.DesiredNumberScheduled, st.UpdatedNumberScheduled))
-			}
-		default:
-			continue
-		}
-		names = append(names, objectName(obj))
-	}
-	if len(progress) > 0 {
-		return waiting(v1alpha1.ProgressingReason, "%s", strings.Join(progress, "; ")), nil
-	}
-	return ready(strings.Join(names, ", ") + " rolled out"), nil
+func rolledOut(ctx context.Context, c client.Reader, objs []client.Object) (readiness.Outcome, error) {
+	return readiness.RolledOut(ctx, c, objs, readiness.KindName)
 }
 
 // kubernetesServiceReady is rolledOut, and a problem when there is nothing
 // to roll out because no EndpointSlice can hold the endpoint.
-func kubernetesServiceReady(ctx context.Context, c client.Reader, objs []client.Object) (outcome, error) {
+func kubernetesServiceReady(ctx context.Context, c client.Reader, objs []client.Object) (readiness.Outcome, error) {
 	if len(objs) == 0 {
-		return problem(v1alpha1.NoServiceEndpointReason,
+		return readiness.Problem(v1alpha1.NoServiceEndpointReason,
 			"the endpoint's host is a name, or an address an EndpointSlice cannot hold (loopback, link-local), and kube-proxy leads "+
 				"Services to addresses only: pods cannot reach the API server through the kubernetes Service; use a load balancer "+
 				"that gives an address, a node port, or spec.gateway, whose tunnel carries the Service"), nil
