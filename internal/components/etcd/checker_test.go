@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // selfSigned is a certificate that is its own CA, PEM encoded.
@@ -44,7 +46,7 @@ func TestCheckerReusesClients(t *testing.T) {
 	target := Target{
 		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, ServerName: "demo-etcd.ns.svc",
 		Endpoints:   []string{"127.0.0.1:1", "127.0.0.2:1"},
-		Credentials: Credentials{Cert: cert, Key: key, CA: cert},
+		Credentials: render.Credentials{Cert: cert, Key: key, CA: cert},
 	}
 	first, err := c.clients(target)
 	require.NoError(t, err)
@@ -75,7 +77,7 @@ func TestCheckerReusesClients(t *testing.T) {
 func TestCheckerRejectsACAWithoutCertificates(t *testing.T) {
 	cert, key := selfSigned(t, "client")
 	_, err := NewChecker().Check(t.Context(), Target{
-		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, Credentials: Credentials{Cert: cert, Key: key, CA: []byte("junk")},
+		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, Credentials: render.Credentials{Cert: cert, Key: key, CA: []byte("junk")},
 	})
 	assert.EqualError(t, err, "etcd CA of ns/demo: no PEM encoded certificate")
 }
