@@ -186,12 +186,18 @@ func (f *fakeComponent) Ready(context.Context, client.Reader, render.Input, read
 	return f.out, nil
 }
 
+// onFakeCluster is a Reconciler and a side on an empty fake cluster.
+func onFakeCluster() (*Reconciler, side) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
+	return &Reconciler{client: c, recorder: events.NewFakeRecorder(10)}, side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: c}}
+}
+
 // The management side stops at the first phase that is not done, which then
 // holds Available, and the later ones wait for it; an outcome observation
 // decided stands for its phase without rendering anything.
 func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
-	r := &Reconciler{client: c, recorder: events.NewFakeRecorder(10)}
+	r, on := onFakeCluster()
+	on.ordered = true
 	exposure := &fakeComponent{name: "exposure", condition: v1alpha1.ExposureReadyCondition, out: readiness.Ready("served")}
 	certs := &fakeComponent{name: "pki", condition: v1alpha1.CertificatesReadyCondition, out: readiness.Waiting(v1alpha1.IssuingReason, "issuing")}
 	etcd := &fakeComponent{name: "etcd", condition: v1alpha1.EtcdReadyCondition, out: readiness.Ready("ready")}
@@ -201,7 +207,6 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 		held: map[string]readiness.Outcome{v1alpha1.ClusterReadyCondition: readiness.Ready("Cluster demo is ready")},
 		done: map[string]bool{},
 	}
-	on := side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: c}, ordered: true}
 
 	assert.Empty(t, r.run(t.Context(), s, on, phases))
 	require.NotNil(t, s.blocked)
@@ -224,13 +229,12 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 // On the workload side each phase stands alone: one that fails is told, and
 // the others are still kept.
 func TestRunKeepsEveryWorkloadPhase(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
-	r := &Reconciler{client: c, recorder: events.NewFakeRecorder(10)}
+	r, on := onFakeCluster()
+	on.repairs = true
 	join := &fakeComponent{name: "join", condition: v1alpha1.NodeJoinReadyCondition, err: errors.New("no cluster CA yet")}
 	dns := &fakeComponent{name: "coredns", condition: v1alpha1.CoreDNSReadyCondition, out: readiness.Waiting(v1alpha1.ProgressingReason, "rolling")}
 	proxy := &fakeComponent{name: "kube-proxy", condition: v1alpha1.KubeProxyReadyCondition, out: readiness.Ready("rolled out")}
 	s := &scope{hcp: &v1alpha1.HostedControlPlane{}}
-	on := side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: c}, repairs: true}
 
 	problems := r.run(t.Context(), s, on, phasesOf([]components.Component{join, dns, proxy}))
 	assert.Equal(t, []error{errors.New("NodeJoinReady: no cluster CA yet")}, problems)
