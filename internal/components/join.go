@@ -36,7 +36,7 @@ const (
 // Join is what kubeadm workers need to join the workload cluster, as
 // `kubeadm init` would have created it:
 //
-//   - kube-public/cluster-info with the endpoint and clusterCA, readable
+//   - kube-public/cluster-info with the endpoint and the cluster CA, readable
 //     anonymously; the hosted controller manager's bootstrap signer adds a
 //     signature per bootstrap token, which `kubeadm join` checks;
 //   - RBAC that lets bootstrap tokens post CSRs, has the CSR approver approve
@@ -64,7 +64,7 @@ func (Join) Ready(_ context.Context, _ client.Reader, in render.Input, applied r
 
 // Render renders the objects.
 func (Join) Render(in render.Input) ([]client.Object, error) {
-	clusterInfo, err := clusterInfo(in, in.ClusterCA)
+	clusterInfo, err := clusterInfo(in)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +100,12 @@ func (Join) Render(in render.Input) ([]client.Object, error) {
 
 // clusterInfo is kubeadm's cluster-info ConfigMap: a kubeconfig with one
 // unnamed cluster and no user.
-func clusterInfo(in render.Input, clusterCA []byte) (client.Object, error) {
-	if len(clusterCA) == 0 {
+func clusterInfo(in render.Input) (client.Object, error) {
+	if len(in.ClusterCA) == 0 {
 		return nil, fmt.Errorf("no cluster CA certificate for %s yet", bootstrapapi.ConfigMapClusterInfo)
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthorityData: clusterCA}
+	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthorityData: in.ClusterCA}
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", bootstrapapi.ConfigMapClusterInfo, err)

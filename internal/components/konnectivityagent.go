@@ -20,12 +20,12 @@ import (
 // that service account only.
 const KonnectivityAgentName = "konnectivity-agent"
 
-// KonnectivityAgent is the agents through which the API servers reach
-// nodes and pods (logs, exec, port-forward, webhooks): a Deployment
+// KonnectivityAgent is the agents through which the API servers reach nodes
+// and pods (logs, exec, port-forward, webhooks): a Deployment
 // (spec.konnectivityClient tunes it) that dials the konnectivity server at
-// KonnectivityHost:KonnectivityPort, verifies it with the cluster CA of its
-// service account and authenticates with a token for the server's audience,
-// which the server reviews as system:konnectivity-server.
+// konnectivityHost and the observed KonnectivityPort, verifies it with the
+// cluster CA of its service account and authenticates with a token for the
+// server's audience, which the server reviews as system:konnectivity-server.
 type KonnectivityAgent struct{}
 
 // Name names its golden file.

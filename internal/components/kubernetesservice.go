@@ -39,7 +39,7 @@ const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 //     hostNetwork DaemonSet (cmd/tunnel node) listens on every node. kube-proxy
 //     DNATs the Service address to it on the pod's own node; the proxy wraps
 //     each connection in an outer TLS connection to the Gateway whose SNI is
-//     TunnelHost, verified with the cluster CA kubeadm wrote on the node, and
+//     tunnelHost, verified with the cluster CA kubeadm wrote on the node, and
 //     the sidecar beside each API server unwraps it (see tunnelServer). The
 //     pod's own TLS runs inside, end to end with the API server.
 //
