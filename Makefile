@@ -43,8 +43,8 @@ help: ## Show the targets.
 ##@ Build
 
 .PHONY: build
-build: ## Build the controller and extension binaries into bin/.
-	go build -o $(BIN)/ ./cmd/controller ./cmd/extension
+build: ## Build the controller, extension and tunnel binaries into bin/.
+	go build -o $(BIN)/ ./cmd/controller ./cmd/extension ./cmd/tunnel
 
 .PHONY: images
 images: ## Build every binary and image of the local management cluster into bin/ (what is missing; ours always).

@@ -21,7 +21,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	rendering := components.DefaultSettings()
+	rendering := render.DefaultSettings()
 	rendering.ControllerNamespace = cfg.Namespace
 	rendering.TunnelImage = cfg.TunnelImage
 	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),

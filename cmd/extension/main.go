@@ -19,7 +19,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/hooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"

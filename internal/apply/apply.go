@@ -2,8 +2,6 @@ package apply
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -162,12 +160,11 @@ func Unstructured(obj client.Object) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(data)
 	annotations := u.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[HashAnnotation] = hex.EncodeToString(sum[:])[:16]
+	annotations[HashAnnotation] = contract.Digest(data)
 	u.SetAnnotations(annotations)
 	return u, nil
 }

@@ -1,12 +1,15 @@
 package components
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -14,53 +17,101 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-const (
-	konnectivitySocketDir = "/run/konnectivity"
-	konnectivitySocket    = konnectivitySocketDir + "/konnectivity-server.socket"
-	konnectivityHealth    = 8134
-	konnectivityAdmin     = 8133
-	// KonnectivityAudience is the audience of the agents' service account
-	// tokens, which the konnectivity server reviews.
-	KonnectivityAudience = "system:konnectivity-server"
-)
+// APIServer is the kube-apiserver Deployment, with the konnectivity server
+// beside each API server (konnectivity.go) and, in gateway mode, the server
+// end of the kubernetes Service's tunnel (tunnel.go); its network policy
+// and, with more than one API server, a PodDisruptionBudget. Its
+// configuration Secrets are among the Configs.
+type APIServer struct{}
+
+// Name names its golden file.
+func (APIServer) Name() string { return "apiserver" }
+
+// Condition reports it.
+func (APIServer) Condition() string { return v1alpha1.APIServerReadyCondition }
 
 // APIServerReplicas is the number of API server pods.
-func (in *Input) APIServerReplicas() int32 { return ptr.Deref(in.ControlPlane.Spec.Replicas, 2) }
+func APIServerReplicas(cp *v1alpha1.HostedControlPlane) int32 { return ptr.Deref(cp.Spec.Replicas, 2) }
 
 // APIServerName is the API server Deployment.
-func (in *Input) APIServerName() string { return in.name("apiserver") }
+func APIServerName(in render.Input) string { return in.Name("apiserver") }
 
-// EgressSelectorName is the Secret with the API server's egress selector
-// configuration, which sends traffic to nodes through konnectivity.
-func (in *Input) EgressSelectorName() string { return in.name("egress-selector") }
-
-// KonnectivityServerCountName is the ConfigMap that tells each konnectivity
-// server how many API servers run.
-func (in *Input) KonnectivityServerCountName() string { return in.name("konnectivity-server-count") }
-
-// APIServer renders the kube-apiserver Deployment, with the konnectivity
-// server beside each API server, its network policy and, with more than one
-// API server, a PodDisruptionBudget. Its configuration Secrets come from
-// Configs.
-func APIServer(in *Input) []client.Object {
-	objs := []client.Object{in.apiServerNetworkPolicy(), in.konnectivityServerCount(), in.apiServerDeployment()}
-	if in.APIServerReplicas() > 1 {
-		objs = append(objs, in.apiServerPDB())
+// Render renders the API servers.
+func (APIServer) Render(in render.Input) ([]client.Object, error) {
+	objs := []client.Object{apiServerNetworkPolicy(in), konnectivityServer{}.count(in), apiServerDeployment(in)}
+	if APIServerReplicas(in.ControlPlane) > 1 {
+		objs = append(objs, apiServerDisruptionBudget(in))
 	}
-	return objs
+	return objs, nil
 }
 
-// apiServerPDB lets a node drain take one API server at a time, so the
-// others keep serving. A single API server gets none: it would only ever
-// allow its one pod to go. An API server that is not ready serves nobody,
-// so it may always be evicted; otherwise it would hold up every drain.
-func (in *Input) apiServerPDB() *policyv1.PodDisruptionBudget {
+// Prunes: down to one API server, its disruption budget goes.
+func (APIServer) Prunes() (string, []client.ObjectList) {
+	return contract.APIServerComponent, []client.ObjectList{&policyv1.PodDisruptionBudgetList{}}
+}
+
+// Ready is done when the Deployment has rolled out.
+func (APIServer) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	if applied.Wrote {
+		return readiness.RollingOut("the API servers"), nil
+	}
+	return readiness.RolledOut(ctx, c, applied.Objects, client.Object.GetName)
+}
+
+// Secrets of the API server's own certificates.
+func apiServerCertSecret(in render.Input) string    { return in.Name("apiserver") }
+func kubeletClientSecret(in render.Input) string    { return in.Name("apiserver-kubelet-client") }
+func apiServerEtcdSecret(in render.Input) string    { return in.Name("apiserver-etcd-client") }
+func frontProxyClientSecret(in render.Input) string { return in.Name("front-proxy-client") }
+
+// kubeletClientUser is the common name of the API server's client
+// certificate towards kubelets, whom Join lets it in.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
+// Certificates are the API server's serving certificate and its client
+// certificates towards kubelets, etcd and extension API servers.
+func (APIServer) Certificates(in render.Input) []*cmv1.Certificate {
+	return []*cmv1.Certificate{
+		in.ServerCertificate(apiServerCertSecret(in), in.CASecret(), "kube-apiserver", apiServerSANs(in)),
+		in.ClientCertificate(kubeletClientSecret(in), in.CASecret(), kubeletClientUser, "kubeadm:cluster-admins"),
+		in.ClientCertificate(apiServerEtcdSecret(in), in.EtcdCASecret(), "kube-apiserver-etcd-client"),
+		in.ClientCertificate(frontProxyClientSecret(in), in.FrontProxyCASecret(), "front-proxy-client"),
+	}
+}
+
+// apiServerSANs are every name the API server is reached under: the
+// endpoint, the extra certSANs, its Services in both clusters, and loopback.
+func apiServerSANs(in render.Input) []string {
+	svc, ns := contract.APIServerServiceName(in.ClusterName()), in.Namespace()
+	sans := []string{
+		in.Endpoint.Host, "localhost", "127.0.0.1",
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + in.ClusterDomain(),
+		svc, svc + "." + ns, svc + "." + ns + ".svc",
+	}
+	if ip := in.KubernetesServiceIP(); ip != nil {
+		sans = append(sans, ip.String())
+	}
+	if in.Listener != nil {
+		// The kubernetes Service's endpoint on every node (see KubernetesService).
+		sans = append(sans, contract.NodeLocalAddress)
+	}
+	return append(sans, in.ControlPlane.Spec.APIServer.CertSANs...)
+}
+
+// apiServerDisruptionBudget lets a node drain take one API server at a
+// time, so the others keep serving. A single API server gets none: it would
+// only ever allow its one pod to go. An API server that is not ready serves
+// nobody, so it may always be evicted; otherwise it would hold up every
+// drain.
+func apiServerDisruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		ObjectMeta: in.meta(in.APIServerName(), contract.APIServerComponent),
+		ObjectMeta: in.Meta(APIServerName(in), contract.APIServerComponent),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
 			Selector:                   &metav1.LabelSelector{MatchLabels: in.Selector(contract.APIServerComponent)},
@@ -69,21 +120,17 @@ func (in *Input) apiServerPDB() *policyv1.PodDisruptionBudget {
 	}
 }
 
-// konnectivityServerCount holds the number of API servers outside the pod
-// template, so that scaling the API servers only adds or removes pods instead
-// of rolling every one: a new konnectivity server reads the count when it
-// starts, and agents follow the count the servers they reach report.
-func (in *Input) konnectivityServerCount() *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: in.meta(in.KonnectivityServerCountName(), contract.APIServerComponent),
-		Data:       map[string]string{konnectivityServerCountKey: strconv.Itoa(int(in.APIServerReplicas()))},
+// apiServerNetworkPolicy: the API servers answer everyone on their two
+// ports (three with gateway mode's tunnel).
+func apiServerNetworkPolicy(in render.Input) *networkingv1.NetworkPolicy {
+	ports := []networkingv1.NetworkPolicyPort{render.TCPPort(contract.APIServerPort), render.TCPPort(contract.KonnectivityPort)}
+	if in.Listener != nil {
+		ports = append(ports, render.TCPPort(contract.TunnelPort))
 	}
+	return in.NetworkPolicy(contract.APIServerComponent, []networkingv1.NetworkPolicyIngressRule{{Ports: ports}})
 }
 
 const (
-	konnectivityServerCountKey = "server-count"
-	konnectivityServerCountEnv = "SERVER_COUNT"
 	// apiServerShutdownDelay keeps a terminating API server serving while
 	// its endpoint leaves the Service and load balancers stop sending it new
 	// connections; the pod's grace period covers it and the drain after it.
@@ -91,7 +138,11 @@ const (
 	apiServerGracePeriod   = 60
 )
 
-func (in *Input) egressSelector() *corev1.Secret {
+// egressSelectorName is the Secret with the API server's egress selector
+// configuration, which sends traffic to nodes through konnectivity.
+func egressSelectorName(in render.Input) string { return in.Name("egress-selector") }
+
+func egressSelector(in render.Input) *corev1.Secret {
 	config := `apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
 egressSelections:
@@ -103,13 +154,13 @@ egressSelections:
         udsName: ` + konnectivitySocket + "\n"
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: in.meta(in.EgressSelectorName(), contract.APIServerComponent),
+		ObjectMeta: in.Meta(egressSelectorName(in), contract.APIServerComponent),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"egress-selector.yaml": []byte(config)},
 	}
 }
 
-func (in *Input) apiServerArgs() []string {
+func apiServerArgs(in render.Input) []string {
 	pki := "/etc/kubernetes/pki"
 	defaults := map[string]string{
 		"advertise-address":                  "$(POD_IP)",
@@ -144,103 +195,42 @@ func (in *Input) apiServerArgs() []string {
 		"tls-cert-file":                      pki + "/apiserver/tls.crt",
 		"tls-private-key-file":               pki + "/apiserver/tls.key",
 	}
-	return flags(defaults, in.ControlPlane.Spec.Deployment.APIServer.Args)
+	return render.Flags(defaults, in.ControlPlane.Spec.Deployment.APIServer.Args)
 }
 
-func (in *Input) konnectivityArgs() []string {
-	pki := "/etc/konnectivity/pki"
-	return flags(map[string]string{
-		"uds-name":                 konnectivitySocket,
-		"delete-existing-uds-file": "true",
-		"server-port":              "0",
-		"agent-port":               strconv.Itoa(contract.KonnectivityPort),
-		"admin-port":               strconv.Itoa(konnectivityAdmin),
-		"health-port":              strconv.Itoa(konnectivityHealth),
-		"cluster-cert":             pki + "/tls.crt",
-		"cluster-key":              pki + "/tls.key",
-		"mode":                     "grpc",
-		"kubeconfig":               "/etc/konnectivity/kubeconfig/kubeconfig",
-		"authentication-audience":  KonnectivityAudience,
-		"agent-namespace":          "kube-system",
-		"agent-service-account":    "konnectivity-agent",
-		"server-count":             "$(" + konnectivityServerCountEnv + ")",
-		"proxy-strategies":         "destHost,default",
-	}, in.ControlPlane.Spec.Deployment.APIServer.Konnectivity.Args)
-}
-
-func (in *Input) apiServerDeployment() *appsv1.Deployment {
+func apiServerDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
-	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(contract.APIServerComponent))}
+	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.APIServerComponent))}
 
-	api := container("kube-apiserver", image(in.defaultImage("kube-apiserver", in.ControlPlane.Spec.Version), spec.Image),
-		spec.Container, "kube-apiserver", in.apiServerArgs())
+	api := render.Container("kube-apiserver", render.Image(in.DefaultImage("kube-apiserver", in.ControlPlane.Spec.Version), spec.Image),
+		spec.Container, "kube-apiserver", apiServerArgs(in))
 	api.Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
 	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}
-	api.ReadinessProbe = probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
-	api.LivenessProbe = probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)
-	api.StartupProbe = probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 30)
-	mountSecrets(&pod, &api,
-		secretVolume{"apiserver", in.APIServerCertSecret(), "/etc/kubernetes/pki/apiserver"},
-		secretVolume{"etcd", in.APIServerEtcdSecret(), "/etc/kubernetes/pki/etcd"},
-		secretVolume{"kubelet", in.KubeletClientSecret(), "/etc/kubernetes/pki/kubelet"},
-		secretVolume{"front-proxy", in.FrontProxyClientSecret(), "/etc/kubernetes/pki/front-proxy"},
-		secretVolume{"sa", in.SASecret(), "/etc/kubernetes/pki/sa"},
-		secretVolume{"egress", in.EgressSelectorName(), "/etc/kubernetes/egress"})
+	api.ReadinessProbe = render.Probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
+	api.LivenessProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)
+	api.StartupProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 30)
+	render.MountSecrets(&pod, &api,
+		render.SecretVolume{Name: "apiserver", Secret: apiServerCertSecret(in), Path: "/etc/kubernetes/pki/apiserver"},
+		render.SecretVolume{Name: "etcd", Secret: apiServerEtcdSecret(in), Path: "/etc/kubernetes/pki/etcd"},
+		render.SecretVolume{Name: "kubelet", Secret: kubeletClientSecret(in), Path: "/etc/kubernetes/pki/kubelet"},
+		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: "/etc/kubernetes/pki/front-proxy"},
+		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"},
+		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: "/etc/kubernetes/egress"})
 
-	konn := container("konnectivity-server",
-		image(in.defaultImage("kas-network-proxy/proxy-server", KonnectivityTag(in.version)), spec.Konnectivity.Image),
-		spec.Konnectivity, "/proxy-server", in.konnectivityArgs())
-	konn.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
-	konn.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
-		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: in.KonnectivityServerCountName()},
-			Key:                  konnectivityServerCountKey,
-		},
-	}}}
-	konn.LivenessProbe = probe("/healthz", konnectivityHealth, corev1.URISchemeHTTP, 8)
-	mountSecrets(&pod, &konn,
-		secretVolume{"konnectivity-server", in.KonnectivityServerSecret(), "/etc/konnectivity/pki"},
-		secretVolume{"konnectivity-kubeconfig", in.KubeconfigName(konnectivityUser), "/etc/konnectivity/kubeconfig"},
-		secretVolume{"konnectivity-client", in.KonnectivityClientCertSecret(), kubeconfigCertDir})
-
+	konn := konnectivityServer{}.container(in, &pod)
 	socket := corev1.VolumeMount{Name: "konnectivity-uds", MountPath: konnectivitySocketDir}
 	api.VolumeMounts = append(api.VolumeMounts, socket)
 	konn.VolumeMounts = append(konn.VolumeMounts, socket)
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "konnectivity-uds", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Containers = []corev1.Container{api, konn}
 	if in.Listener != nil {
-		pod.Containers = append(pod.Containers, in.tunnelServer(&pod))
+		pod.Containers = append(pod.Containers, tunnelServer{}.container(in, &pod))
 	}
-	pod = hardenedPod(pod, spec.PriorityClassName)
+	pod = render.HardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)
 
-	return in.deployment(in.APIServerName(), contract.APIServerComponent, in.APIServerReplicas(), in.podLabels(contract.APIServerComponent), pod)
-}
-
-// tunnelServer is the sidecar that ends the outer TLS of the kubernetes
-// Service's tunnel (see KubernetesService) and hands the bytes inside, the
-// pod's own TLS, to the API server beside it.
-func (in *Input) tunnelServer(pod *corev1.PodSpec) corev1.Container {
-	const pki = "/etc/tunnel/pki"
-	c := container("tunnel", in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
-		"server",
-		"--listen=:" + strconv.Itoa(contract.TunnelPort),
-		"--health-listen=:" + strconv.Itoa(contract.TunnelHealthPort),
-		"--upstream=127.0.0.1:" + strconv.Itoa(contract.APIServerPort),
-		"--cert-file=" + pki + "/tls.crt",
-		"--key-file=" + pki + "/tls.key",
-	})
-	c.Ports = []corev1.ContainerPort{{Name: contract.TunnelPortName, ContainerPort: contract.TunnelPort}}
-	c.ReadinessProbe = probe("/readyz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
-	c.LivenessProbe = probe("/healthz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
-	mountSecrets(pod, &c, secretVolume{"tunnel", in.TunnelCertSecret(), pki})
-	return c
-}
-
-// podLabels are the labels of an API server pod: those of its component and
-// the version it runs.
-func (in *Input) podLabels(component string) map[string]string {
-	labels := in.Labels(component)
+	// The pods carry the version they run; status.versions counts them.
+	labels := in.Labels(contract.APIServerComponent)
 	labels[contract.VersionLabel] = in.ControlPlane.Spec.Version
-	return labels
+	return in.Deployment(APIServerName(in), contract.APIServerComponent, APIServerReplicas(in.ControlPlane), labels, pod)
 }

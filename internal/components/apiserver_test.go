@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/utils/ptr"
 
@@ -16,8 +17,10 @@ import (
 func TestAPIServerDisruptionBudget(t *testing.T) {
 	for replicas, want := range map[int32]bool{1: false, 2: true, 3: true} {
 		in := goldenCase{cp: func(cp *v1alpha1.HostedControlPlane) { cp.Spec.Replicas = ptr.To(replicas) }}.input(t)
+		objs, err := APIServer{}.Render(in)
+		require.NoError(t, err)
 		var budgets []*policyv1.PodDisruptionBudget
-		for _, obj := range APIServer(in) {
+		for _, obj := range objs {
 			if pdb, ok := obj.(*policyv1.PodDisruptionBudget); ok {
 				budgets = append(budgets, pdb)
 			}

@@ -1,12 +1,17 @@
 package components
 
 import (
+	"context"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -16,16 +21,29 @@ const (
 	schedulerPort         = 10259
 )
 
-// ControllerManagerName and SchedulerName are the controllers' Deployments.
-func (in *Input) ControllerManagerName() string { return in.name("controller-manager") }
-
-// SchedulerName is the kube-scheduler Deployment.
-func (in *Input) SchedulerName() string { return in.name("scheduler") }
-
-// ControllerManager renders the kube-controller-manager Deployment. It signs
+// ControllerManager is the kube-controller-manager Deployment. It signs
 // kubelet certificates with the cluster CA and service account tokens with
 // the service account key, so it mounts both.
-func ControllerManager(in *Input) []client.Object {
+type ControllerManager struct{}
+
+// Name names its golden file.
+func (ControllerManager) Name() string { return "controller-manager" }
+
+// Condition reports it, with the scheduler.
+func (ControllerManager) Condition() string { return v1alpha1.ControllersReadyCondition }
+
+// ControllerManagerName is its Deployment.
+func ControllerManagerName(in render.Input) string { return in.Name("controller-manager") }
+
+func controllerManagerCertSecret(in render.Input) string { return in.Name("controller-manager") }
+
+// Certificates are its client certificate.
+func (ControllerManager) Certificates(in render.Input) []*cmv1.Certificate {
+	return []*cmv1.Certificate{in.ClientCertificate(controllerManagerCertSecret(in), in.CASecret(), "system:kube-controller-manager")}
+}
+
+// Render renders its Deployment and network policy.
+func (ControllerManager) Render(in render.Input) ([]client.Object, error) {
 	spec := in.ControlPlane.Spec.Deployment.ControllerManager
 	defaults := map[string]string{
 		"cluster-name":                     in.ClusterName(),
@@ -41,25 +59,60 @@ func ControllerManager(in *Input) []client.Object {
 		defaults["allocate-node-cidrs"] = "true"
 		defaults["cluster-cidr"] = cidr
 	}
-	d := in.controllerDeployment(contract.ControllerManagerComponent, in.ControllerManagerName(), spec, defaults,
-		controllerManagerPort, in.KubeconfigName(controllerManagerUser), in.ControllerManagerCertSecret(),
-		secretVolume{"ca", in.CASecret(), "/etc/kubernetes/pki/ca"},
-		secretVolume{"sa", in.SASecret(), "/etc/kubernetes/pki/sa"})
-	return []client.Object{in.networkPolicy(contract.ControllerManagerComponent, nil), d}
+	d := controllerDeployment(in, contract.ControllerManagerComponent, ControllerManagerName(in), spec, defaults,
+		controllerManagerPort, kubeconfigName(in, controllerManagerUser), controllerManagerCertSecret(in),
+		render.SecretVolume{Name: "ca", Secret: in.CASecret(), Path: "/etc/kubernetes/pki/ca"},
+		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"})
+	return []client.Object{in.NetworkPolicy(contract.ControllerManagerComponent, nil), d}, nil
 }
 
-// Scheduler renders the kube-scheduler Deployment.
-func Scheduler(in *Input) []client.Object {
+// Ready is done when its Deployment has rolled out.
+func (ControllerManager) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	if applied.Wrote {
+		return readiness.RollingOut("the controller manager"), nil
+	}
+	return readiness.RolledOut(ctx, c, applied.Objects, client.Object.GetName)
+}
+
+// Scheduler is the kube-scheduler Deployment.
+type Scheduler struct{}
+
+// Name names its golden file.
+func (Scheduler) Name() string { return "scheduler" }
+
+// Condition reports it, with the controller manager.
+func (Scheduler) Condition() string { return v1alpha1.ControllersReadyCondition }
+
+// SchedulerName is its Deployment.
+func SchedulerName(in render.Input) string { return in.Name("scheduler") }
+
+func schedulerCertSecret(in render.Input) string { return in.Name("scheduler") }
+
+// Certificates are its client certificate.
+func (Scheduler) Certificates(in render.Input) []*cmv1.Certificate {
+	return []*cmv1.Certificate{in.ClientCertificate(schedulerCertSecret(in), in.CASecret(), "system:kube-scheduler")}
+}
+
+// Render renders its Deployment and network policy.
+func (Scheduler) Render(in render.Input) ([]client.Object, error) {
 	spec := in.ControlPlane.Spec.Deployment.Scheduler
-	return []client.Object{in.networkPolicy(contract.SchedulerComponent, nil), in.controllerDeployment(contract.SchedulerComponent, in.SchedulerName(), spec, map[string]string{},
-		schedulerPort, in.KubeconfigName(schedulerUser), in.SchedulerCertSecret())}
+	return []client.Object{in.NetworkPolicy(contract.SchedulerComponent, nil), controllerDeployment(in, contract.SchedulerComponent, SchedulerName(in), spec, map[string]string{},
+		schedulerPort, kubeconfigName(in, schedulerUser), schedulerCertSecret(in))}, nil
+}
+
+// Ready is done when its Deployment has rolled out.
+func (Scheduler) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	if applied.Wrote {
+		return readiness.RollingOut("the scheduler"), nil
+	}
+	return readiness.RolledOut(ctx, c, applied.Objects, client.Object.GetName)
 }
 
 // controllerDeployment is a Deployment of a leader-elected controller that
 // talks to the API server with a kubeconfig and client certificate. defaults
 // are the component's own flags; those every controller takes are added here.
-func (in *Input) controllerDeployment(component, name string, spec v1alpha1.ScalablePod, defaults map[string]string,
-	port int32, kubeconfig, cert string, extra ...secretVolume,
+func controllerDeployment(in render.Input, component, name string, spec v1alpha1.ScalablePod, defaults map[string]string,
+	port int32, kubeconfig, cert string, extra ...render.SecretVolume,
 ) *appsv1.Deployment {
 	const kubeconfigFile = "/etc/kubernetes/kubeconfig/kubeconfig"
 	for flag, value := range map[string]string{
@@ -74,21 +127,21 @@ func (in *Input) controllerDeployment(component, name string, spec v1alpha1.Scal
 	} {
 		defaults[flag] = value
 	}
-	c := container(component, image(in.defaultImage(component, in.ControlPlane.Spec.Version), spec.Image),
-		spec.Container, component, flags(defaults, spec.Args))
+	c := render.Container(component, render.Image(in.DefaultImage(component, in.ControlPlane.Spec.Version), spec.Image),
+		spec.Container, component, render.Flags(defaults, spec.Args))
 	c.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: port}}
-	c.LivenessProbe = probe("/healthz", port, corev1.URISchemeHTTPS, 8)
-	c.ReadinessProbe = probe("/healthz", port, corev1.URISchemeHTTPS, 3)
-	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(component))}
-	vols := append([]secretVolume{
-		{"kubeconfig", kubeconfig, "/etc/kubernetes/kubeconfig"},
-		{"client-cert", cert, kubeconfigCertDir},
+	c.LivenessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 8)
+	c.ReadinessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 3)
+	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(component))}
+	vols := append([]render.SecretVolume{
+		{Name: "kubeconfig", Secret: kubeconfig, Path: "/etc/kubernetes/kubeconfig"},
+		{Name: "client-cert", Secret: cert, Path: kubeconfigCertDir},
 	}, extra...)
-	mountSecrets(&pod, &c, vols...)
+	render.MountSecrets(&pod, &c, vols...)
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Containers = []corev1.Container{c}
-	pod = hardenedPod(pod, spec.PriorityClassName)
+	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
-	return in.deployment(name, component, ptr.Deref(spec.Replicas, 2), in.Labels(component), pod)
+	return in.Deployment(name, component, ptr.Deref(spec.Replicas, 2), in.Labels(component), pod)
 }

@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,7 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
+
+// coreDNSVersions are kubeadm's CoreDNS tags (CoreDNSVersion in
+// cmd/kubeadm/app/constants).
+var coreDNSVersions = render.MinorTags{
+	{Minor: 31, Tag: "v1.11.3"},
+	{Minor: 33, Tag: "v1.12.0"},
+	{Minor: 34, Tag: "v1.12.1"},
+	{Minor: 35, Tag: "v1.13.1"},
+	{Minor: 36, Tag: "v1.14.2"},
+}
 
 // CoreDNSName is the CoreDNS Deployment, ConfigMap and ServiceAccount in
 // kube-system; DNSServiceName its Service, as kubeadm names them.
@@ -20,10 +35,24 @@ const (
 	DNSServiceName = "kube-dns"
 )
 
-// CoreDNS renders the cluster DNS as kubeadm deploys it: its RBAC, the
+// CoreDNS is the cluster DNS as kubeadm deploys it: its RBAC, the
 // Corefile, the Deployment (spec.coredns tunes it) and the kube-dns Service
-// at DNSIP, the address kubelets are told to use.
-func CoreDNS(in *Input) []client.Object {
+// at the DNS address kubelets are told to use.
+type CoreDNS struct{}
+
+// Name names its golden file.
+func (CoreDNS) Name() string { return "coredns" }
+
+// Condition reports it.
+func (CoreDNS) Condition() string { return v1alpha1.CoreDNSReadyCondition }
+
+// Ready is rolled out.
+func (CoreDNS) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	return rolledOut(ctx, c, applied)
+}
+
+// Render renders CoreDNS.
+func (CoreDNS) Render(in render.Input) ([]client.Object, error) {
 	return []client.Object{
 		serviceAccount("kube-system", CoreDNSName),
 		clusterRole("system:coredns",
@@ -31,13 +60,13 @@ func CoreDNS(in *Input) []client.Object {
 			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}}),
 		clusterRoleBinding("system:coredns", "system:coredns",
 			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: CoreDNSName, Namespace: "kube-system"}),
-		configMap("kube-system", CoreDNSName, map[string]string{"Corefile": in.corefile()}),
-		in.coreDNSDeployment(),
-		in.dnsService(),
-	}
+		configMap("kube-system", CoreDNSName, map[string]string{"Corefile": corefile(in)}),
+		coreDNSDeployment(in),
+		dnsService(in),
+	}, nil
 }
 
-func (in *Input) corefile() string {
+func corefile(in render.Input) string {
 	return strings.ReplaceAll(`.:53 {
     errors
     health {
@@ -64,11 +93,11 @@ func (in *Input) corefile() string {
 `, "DOMAIN", in.ClusterDomain())
 }
 
-func (in *Input) coreDNSDeployment() *appsv1.Deployment {
+func coreDNSDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.CoreDNS
 	selector := map[string]string{k8sAppLabel: DNSServiceName}
-	c := container(CoreDNSName, image(in.defaultImage("coredns/coredns", CoreDNSTag(in.addonsSemver())), spec.Image),
-		spec.Container, "/coredns", flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
+	c := render.Container(CoreDNSName, render.Image(in.DefaultImage("coredns/coredns", coreDNSVersions.For(in.AddonsSemver())), spec.Image),
+		spec.Container, "/coredns", render.Flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
 	// CoreDNS serves on port 53 as a non-root user.
 	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
 	c.SecurityContext.RunAsNonRoot = nil
@@ -102,7 +131,7 @@ func (in *Input) coreDNSDeployment() *appsv1.Deployment {
 			{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule},
 		},
-		Affinity:   spreadAcrossNodes(selector),
+		Affinity:   render.SpreadAcrossNodes(selector),
 		Containers: []corev1.Container{c},
 		Volumes: []corev1.Volume{{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: CoreDNSName},
@@ -112,7 +141,7 @@ func (in *Input) coreDNSDeployment() *appsv1.Deployment {
 	return addonDeployment(CoreDNSName, selector, ptr.Deref(spec.Replicas, 2), pod)
 }
 
-func (in *Input) dnsService() *corev1.Service {
+func dnsService(in render.Input) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: workloadMeta("kube-system", DNSServiceName, map[string]string{
@@ -128,28 +157,4 @@ func (in *Input) dnsService() *corev1.Service {
 			},
 		},
 	}
-}
-
-// addonDeployment is a Deployment of an add-on in kube-system whose pods
-// carry selector as labels.
-func addonDeployment(name string, selector map[string]string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: workloadMeta("kube-system", name, selector),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
-		},
-	}
-}
-
-func priorityClass(set, def string) string {
-	if set != "" {
-		return set
-	}
-	return def
 }

@@ -1,9 +1,13 @@
 package components
 
 import (
-	"net"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -11,48 +15,109 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// APIServerServiceName is the Service in front of the API server pods.
-func (in *Input) APIServerServiceName() string {
-	return contract.APIServerServiceName(in.ClusterName())
-}
-
-// KonnectivityHost is where agents reach the konnectivity server: its own
-// name on a gateway, the API server's address otherwise.
-func (in *Input) KonnectivityHost() string {
-	if in.Listener != nil {
-		return "konnectivity." + contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
-	}
-	return in.Endpoint.Host
-}
-
-// TunnelHost is the outer SNI of the kubernetes Service's tunnel, in
-// gateway mode.
-func (in *Input) TunnelHost() string {
-	return contract.TunnelHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
-}
-
-// Exposure renders how the API server is reached: TLSRoutes through the
-// gateway (the API server, konnectivity, and the tunnel that carries the
+// Exposure is how the API server is reached from outside: TLSRoutes through
+// the gateway (the API server, konnectivity, and the tunnel that carries the
 // workload cluster's kubernetes Service), or a Service of the chosen type.
-func Exposure(in *Input) []client.Object {
-	svc := in.apiServerService()
+// The controller observes where it serves (the gateway's listener, the
+// Service's address) before rendering; see ServiceEndpoint.
+type Exposure struct{}
+
+// Name names its golden file.
+func (Exposure) Name() string { return "exposure" }
+
+// Condition reports it.
+func (Exposure) Condition() string { return v1alpha1.ExposureReadyCondition }
+
+// Render renders the API server's Service and, behind a gateway, its routes.
+func (Exposure) Render(in render.Input) ([]client.Object, error) {
+	svc := apiServerService(in)
 	if in.Listener == nil {
-		return []client.Object{svc}
+		return []client.Object{svc}, nil
 	}
 	return []client.Object{
 		svc,
-		in.tlsRoute(in.name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), contract.APIServerPort),
-		in.tlsRoute(in.name("konnectivity"), in.KonnectivityHost(), contract.KonnectivityPort),
-		in.tlsRoute(in.name("kas-tunnel"), in.TunnelHost(), contract.TunnelPort),
+		tlsRoute(in, in.Name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), contract.APIServerPort),
+		tlsRoute(in, in.Name("konnectivity"), konnectivityHost(in), contract.KonnectivityPort),
+		tlsRoute(in, in.Name("kas-tunnel"), tunnelHost(in), contract.TunnelPort),
+	}, nil
+}
+
+// Ready is done once the control plane is served at a known endpoint. Behind
+// a gateway, nothing is reported reachable before the Gateway routes to it.
+func (Exposure) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	for _, obj := range applied.Objects {
+		if route, ok := obj.(*gatewayv1.TLSRoute); ok {
+			if out, accepted := routeAccepted(ctx, c, route); !accepted {
+				return out, nil
+			}
+		}
 	}
+	ep := in.Endpoint
+	if ep.Host == "" || ep.Port == 0 {
+		typ := ExposureType(in.ControlPlane)
+		out := readiness.Waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
+			contract.APIServerServiceName(in.ClusterName()), typ)
+		// A NodePort Service waits for a ready node, which is not watched.
+		out.Poll = typ == corev1.ServiceTypeNodePort
+		return out, nil
+	}
+	return readiness.Ready(fmt.Sprintf("served at https://%s:%d", ep.Host, ep.Port)), nil
+}
+
+// routeAccepted reads what the Gateway says of a TLSRoute it should route:
+// accepted, with its references resolved, for the route's current spec.
+// Otherwise the outcome carries the Gateway's own reason and message.
+func routeAccepted(ctx context.Context, c client.Reader, want *gatewayv1.TLSRoute) (readiness.Outcome, bool) {
+	parent := want.Spec.ParentRefs[0]
+	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
+	name := want.Namespace + "/" + want.Name
+	pending := readiness.Waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
+	route := &gatewayv1.TLSRoute{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
+		return pending, false
+	}
+	for _, st := range route.Status.Parents {
+		if !sameParent(st.ParentRef, parent, route.Namespace) {
+			continue
+		}
+		for _, check := range []struct {
+			condition gatewayv1.RouteConditionType
+			reason    string
+			says      string
+		}{
+			{gatewayv1.RouteConditionAccepted, v1alpha1.RouteNotAcceptedReason, "does not accept"},
+			{gatewayv1.RouteConditionResolvedRefs, v1alpha1.RouteRefsUnresolvedReason, "cannot resolve the backend of"},
+		} {
+			c := apimeta.FindStatusCondition(st.Conditions, string(check.condition))
+			switch {
+			case c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Generation):
+				return pending, false // not yet seen, or seen before the current spec
+			case c.Status != metav1.ConditionTrue:
+				return readiness.Problem(check.reason, "Gateway %s %s TLSRoute %s: %s: %s", gw, check.says, name, c.Reason, c.Message), false
+			}
+		}
+		return readiness.Outcome{}, true
+	}
+	return pending, false
+}
+
+// sameParent tells whether a route's status is about the parent it names;
+// an unset namespace is the route's own.
+func sameParent(got, want gatewayv1.ParentReference, routeNamespace string) bool {
+	ns := func(p gatewayv1.ParentReference) gatewayv1.Namespace {
+		return ptr.Deref(p.Namespace, gatewayv1.Namespace(routeNamespace))
+	}
+	return got.Name == want.Name && ns(got) == ns(want) && ptr.Deref(got.SectionName, "") == ptr.Deref(want.SectionName, "")
 }
 
 // ExposureType is the Service type that serves the API server.
-func (in *Input) ExposureType() corev1.ServiceType {
-	spec := in.ControlPlane.Spec
+func ExposureType(cp *v1alpha1.HostedControlPlane) corev1.ServiceType {
+	spec := cp.Spec
 	switch {
 	case spec.Gateway != nil:
 		return corev1.ServiceTypeClusterIP
@@ -63,24 +128,44 @@ func (in *Input) ExposureType() corev1.ServiceType {
 	}
 }
 
-// ServicePort is the API server Service's port: the Cluster's apiServerPort
+// servicePort is the API server Service's port: the Cluster's apiServerPort
 // or 6443.
-func (in *Input) ServicePort() int32 {
+func servicePort(in render.Input) int32 {
 	if p := in.Cluster.Spec.ClusterNetwork.APIServerPort; p != 0 {
 		return p
 	}
 	return contract.APIServerPort
 }
 
-func (in *Input) apiServerService() *corev1.Service {
+// konnectivityHost is where agents reach the konnectivity server: its own
+// name on a gateway, the API server's address otherwise.
+func konnectivityHost(in render.Input) string {
+	if in.Listener != nil {
+		return "konnectivity." + contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
+	}
+	return in.Endpoint.Host
+}
+
+// tunnelHost is the outer SNI of the kubernetes Service's tunnel, in gateway
+// mode.
+func tunnelHost(in render.Input) string {
+	return contract.TunnelHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
+}
+
+// apiServerURL is where workers reach the API server.
+func apiServerURL(in render.Input) string {
+	return fmt.Sprintf("https://%s:%d", in.Endpoint.Host, in.Endpoint.Port)
+}
+
+func apiServerService(in render.Input) *corev1.Service {
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: in.meta(in.APIServerServiceName(), contract.APIServerComponent),
+		ObjectMeta: in.Meta(contract.APIServerServiceName(in.ClusterName()), contract.APIServerComponent),
 		Spec: corev1.ServiceSpec{
-			Type:     in.ExposureType(),
+			Type:     ExposureType(in.ControlPlane),
 			Selector: in.Selector(contract.APIServerComponent),
 			Ports: []corev1.ServicePort{
-				{Name: "https", Port: in.ServicePort(), TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
+				{Name: "https", Port: servicePort(in), TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
 				{Name: "konnectivity", Port: contract.KonnectivityPort, TargetPort: intstr.FromString("konnectivity"), Protocol: corev1.ProtocolTCP},
 			},
 		},
@@ -98,11 +183,11 @@ func (in *Input) apiServerService() *corev1.Service {
 	return svc
 }
 
-func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
+func tlsRoute(in render.Input, name, host string, port int32) *gatewayv1.TLSRoute {
 	gw := in.ControlPlane.Spec.Gateway
 	return &gatewayv1.TLSRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "TLSRoute"},
-		ObjectMeta: in.meta(name, contract.APIServerComponent),
+		ObjectMeta: in.Meta(name, contract.APIServerComponent),
 		Spec: gatewayv1.TLSRouteSpec{
 			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{
 				Group:       ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
@@ -114,7 +199,7 @@ func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
 			Hostnames: []gatewayv1.Hostname{gatewayv1.Hostname(host)},
 			Rules: []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{{
 				BackendObjectReference: gatewayv1.BackendObjectReference{
-					Name: gatewayv1.ObjectName(in.APIServerServiceName()),
+					Name: gatewayv1.ObjectName(contract.APIServerServiceName(in.ClusterName())),
 					Port: ptr.To(port),
 				},
 			}}}},
@@ -124,24 +209,24 @@ func (in *Input) tlsRoute(name, host string, port int32) *gatewayv1.TLSRoute {
 
 // ServiceEndpoint reads the endpoint a Service of the exposure type offers:
 // the load balancer's address, or the allocated node port with the host the
-// user set (empty when unset: the caller picks a node's address), or the
-// endpoint the user set for a ClusterIP Service. It reports false while the
-// Service has no address or node port yet.
+// user set (empty when unset: see NodeAddress), or the endpoint the user set
+// for a ClusterIP Service. It reports false while the Service has no address
+// or node port yet.
 func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host string, port int32, ok bool) {
 	user := cp.Spec.ControlPlaneEndpoint
 	switch svc.Spec.Type {
 	case corev1.ServiceTypeLoadBalancer:
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
-				return ing.IP, servicePort(svc, "https", false), true
+				return ing.IP, portOf(svc, "https", false), true
 			}
 			if ing.Hostname != "" {
-				return ing.Hostname, servicePort(svc, "https", false), true
+				return ing.Hostname, portOf(svc, "https", false), true
 			}
 		}
 		return "", 0, false
 	case corev1.ServiceTypeNodePort:
-		port = servicePort(svc, "https", true)
+		port = portOf(svc, "https", true)
 		return user.Host, port, port != 0
 	default:
 		return user.Host, user.Port, user.Host != ""
@@ -152,10 +237,10 @@ func ServiceEndpoint(cp *v1alpha1.HostedControlPlane, svc *corev1.Service) (host
 // through the exposure Service: its node port for a NodePort Service, its
 // port otherwise.
 func KonnectivityServicePort(svc *corev1.Service) int32 {
-	return servicePort(svc, "konnectivity", svc.Spec.Type == corev1.ServiceTypeNodePort)
+	return portOf(svc, "konnectivity", svc.Spec.Type == corev1.ServiceTypeNodePort)
 }
 
-func servicePort(svc *corev1.Service, name string, node bool) int32 {
+func portOf(svc *corev1.Service, name string, node bool) int32 {
 	for _, p := range svc.Spec.Ports {
 		if p.Name == name {
 			if node {
@@ -167,36 +252,32 @@ func servicePort(svc *corev1.Service, name string, node bool) int32 {
 	return 0
 }
 
-// apiServerSANs are every name the API server is reached under: the
-// endpoint, the extra certSANs, its Services in both clusters, and loopback.
-func (in *Input) apiServerSANs() []string {
-	svc, ns := in.APIServerServiceName(), in.Namespace()
-	sans := []string{
-		in.Endpoint.Host, "localhost", "127.0.0.1",
-		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + in.ClusterDomain(),
-		svc, svc + "." + ns, svc + "." + ns + ".svc",
+// NodeAddress is where a NodePort Service is reached when the user named no
+// host: the external address of the first ready node by name, or its
+// internal one; empty while no node is ready.
+func NodeAddress(nodes []corev1.Node) string {
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range nodes {
+		if !nodeReady(&n) {
+			continue
+		}
+		for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+			for _, a := range n.Status.Addresses {
+				if a.Type == t && a.Address != "" {
+					return a.Address
+				}
+			}
+		}
 	}
-	if ip := in.kubernetesServiceIP; ip != nil {
-		sans = append(sans, ip.String())
-	}
-	if in.Listener != nil {
-		// The kubernetes Service's endpoint on every node (see KubernetesService).
-		sans = append(sans, contract.NodeLocalAddress)
-	}
-	return append(sans, in.ControlPlane.Spec.APIServer.CertSANs...)
+	return ""
 }
 
-func (in *Input) konnectivitySANs() []string {
-	svc, ns := in.APIServerServiceName(), in.Namespace()
-	return []string{in.KonnectivityHost(), svc, svc + "." + ns, svc + "." + ns + ".svc", "localhost", "127.0.0.1"}
-}
-
-// etcdSANs name every member (by wildcard), the client Service and loopback.
-func (in *Input) etcdSANs() []string {
-	ns, peers := in.Namespace(), contract.EtcdPeerServiceName(in.ClusterName())
-	return []string{
-		"*." + peers + "." + ns + ".svc", "*." + peers, peers + "." + ns + ".svc",
-		contract.EtcdName(in.ClusterName()), contract.EtcdServerName(in.ClusterName(), ns),
-		"localhost", "127.0.0.1", net.IPv6loopback.String(),
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
 	}
+	return false
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -99,8 +100,9 @@ var goldenCases = []goldenCase{
 	},
 }
 
-// input builds the Input of a case, as the reconciler would.
-func (c goldenCase) input(t testing.TB) *Input {
+// input is the Input of a case: the control plane and its Cluster, and
+// what the controller observed of them.
+func (c goldenCase) input(t testing.TB) render.Input {
 	t.Helper()
 	cp := &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default", UID: "c0ffee"}}
 	cp.Spec.Version = "v1.36.3"
@@ -112,63 +114,47 @@ func (c goldenCase) input(t testing.TB) *Input {
 	if c.cluster != nil {
 		c.cluster(cluster)
 	}
-	settings := DefaultSettings()
+	settings := render.DefaultSettings()
 	settings.ControllerNamespace = "hosted-control-plane-system"
-	in, err := NewInput(cp, cluster, settings)
+	in, err := render.NewInput(cp, cluster, settings)
 	require.NoError(t, err)
-	in.Listener, in.Endpoint, in.KonnectivityPort = c.listener, c.endpoint, contract.KonnectivityPort
+	observed := render.Observed{
+		Listener: c.listener, Endpoint: c.endpoint, KonnectivityPort: contract.KonnectivityPort,
+		SecretDigests: map[string]string{"demo-etcd-server": "e1", "demo-apiserver": "a1", "demo-sa": "s1"},
+		Admin:         render.Credentials{Cert: []byte("admin certificate"), Key: []byte("admin key"), CA: []byte("cluster CA")},
+		ClusterCA:     []byte("cluster CA"),
+	}
 	if c.listener != nil {
-		in.KonnectivityPort = c.listener.Port
+		observed.KonnectivityPort = c.listener.Port
 	}
 	if c.konnectivityPort != 0 {
-		in.KonnectivityPort = c.konnectivityPort
+		observed.KonnectivityPort = c.konnectivityPort
 	}
-	in.SecretHashes = map[string]string{in.EtcdServerSecret(): "e1", in.APIServerCertSecret(): "a1", in.SASecret(): "s1"}
-	return in
+	return in.With(observed)
 }
 
 // goldenComponent is what one component renders, checked in as
-// testdata/<case>/<file>.yaml so that a change to it shows once in review.
+// testdata/<case>/<name>.yaml so that a change to it shows once in review.
 type goldenComponent struct {
-	file string
+	name string
 	objs []client.Object
 }
 
-// renderComponents renders every component of a control plane, in the
-// reconciler's order: the management side, then the workload side.
-func renderComponents(t testing.TB, in *Input) []goldenComponent {
+// renderComponents renders every component of a control plane through the
+// reconciler's lists: the management side, then the workload side.
+func renderComponents(t testing.TB, in render.Input) []goldenComponent {
 	t.Helper()
-	configs, err := Configs(in)
-	require.NoError(t, err)
-	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: in.AdminCertSecret()}, Data: map[string][]byte{
-		"tls.crt": []byte("admin certificate"), "tls.key": []byte("admin key"), "ca.crt": []byte("cluster CA"),
-	}}
-	cluster, err := ClusterKubeconfig(in, admin)
-	require.NoError(t, err)
-	join, err := Join(in, []byte("cluster CA"))
-	require.NoError(t, err)
-	kubeProxy, err := KubeProxy(in)
-	require.NoError(t, err)
-	return []goldenComponent{
-		{"exposure", Exposure(in)},
-		{"pki", PKI(in)},
-		{"configs", configs},
-		{"cluster-kubeconfig", []client.Object{cluster}},
-		{"etcd", Etcd(in)},
-		{"apiserver", APIServer(in)},
-		{"controller-manager", ControllerManager(in)},
-		{"scheduler", Scheduler(in)},
-		// In the workload cluster.
-		{"join", join},
-		{"kubernetes-service", KubernetesService(in)},
-		{"coredns", CoreDNS(in)},
-		{"kube-proxy", kubeProxy},
-		{"konnectivity-agent", KonnectivityAgent(in)},
+	var out []goldenComponent
+	for _, c := range append(Management(), Workload()...) {
+		objs, err := c.Render(in)
+		require.NoError(t, err, c.Name())
+		out = append(out, goldenComponent{c.Name(), objs})
 	}
+	return out
 }
 
 // renderAll renders every object of a control plane, in the reconciler's order.
-func renderAll(t testing.TB, in *Input) []client.Object {
+func renderAll(t testing.TB, in render.Input) []client.Object {
 	t.Helper()
 	var objs []client.Object
 	for _, c := range renderComponents(t, in) {
@@ -206,7 +192,7 @@ func TestGolden(t *testing.T) {
 			}
 			var files []string
 			for _, comp := range renderComponents(t, c.input(t)) {
-				file := comp.file + ".yaml"
+				file := comp.name + ".yaml"
 				files = append(files, file)
 				got := toYAML(t, comp.objs)
 				path := filepath.Join(dir, file)

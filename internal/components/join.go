@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"fmt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,6 +16,10 @@ import (
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // Names kubeadm gives what `kubeadm join` reads; the controller keeps the
@@ -26,15 +31,12 @@ const (
 	kubeadmConfigReader = "kubeadm:nodes-kubeadm-config"
 	kubeletConfigReader = "kubeadm:kubelet-config"
 	getNodes            = "kubeadm:get-nodes"
-	// kubeletClientUser is the common name of the API server's client
-	// certificate towards kubelets (see PKI).
-	kubeletClientUser = "kube-apiserver-kubelet-client"
 )
 
-// Join renders what kubeadm workers need to join the workload cluster, as
+// Join is what kubeadm workers need to join the workload cluster, as
 // `kubeadm init` would have created it:
 //
-//   - kube-public/cluster-info with the endpoint and clusterCA, readable
+//   - kube-public/cluster-info with the endpoint and the cluster CA, readable
 //     anonymously; the hosted controller manager's bootstrap signer adds a
 //     signature per bootstrap token, which `kubeadm join` checks;
 //   - RBAC that lets bootstrap tokens post CSRs, has the CSR approver approve
@@ -44,18 +46,33 @@ const (
 //     version of the Kubernetes minor) and kube-system/kubelet-config;
 //   - the API server's access to the kubelet API (logs, exec).
 //
-// clusterCA is the cluster CA certificate, the one the kubeadm bootstrap
-// provider pins in its discovery hashes.
-func Join(in *Input, clusterCA []byte) ([]client.Object, error) {
-	clusterInfo, err := in.clusterInfo(clusterCA)
+// cluster-info carries the cluster CA the controller observed
+// (Input.ClusterCA), the one the kubeadm bootstrap provider pins in its
+// discovery hashes.
+type Join struct{}
+
+// Name names its golden file.
+func (Join) Name() string { return "join" }
+
+// Condition reports it.
+func (Join) Condition() string { return v1alpha1.NodeJoinReadyCondition }
+
+// Ready: objects in place are ready.
+func (Join) Ready(_ context.Context, _ client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	return readiness.Ready(fmt.Sprintf("%d objects of Kubernetes %s in place", len(applied.Objects), in.AddonsVersion())), nil
+}
+
+// Render renders the objects.
+func (Join) Render(in render.Input) ([]client.Object, error) {
+	clusterInfo, err := clusterInfo(in)
 	if err != nil {
 		return nil, err
 	}
-	kubeadmConfig, err := in.kubeadmConfig()
+	kubeadmConfig, err := kubeadmConfig(in)
 	if err != nil {
 		return nil, err
 	}
-	kubeletConfig, err := in.kubeletConfig()
+	kubeletConfig, err := kubeletConfig(in)
 	if err != nil {
 		return nil, err
 	}
@@ -81,19 +98,14 @@ func Join(in *Input, clusterCA []byte) ([]client.Object, error) {
 	return objs, nil
 }
 
-// APIServerURL is where workers reach the API server.
-func (in *Input) APIServerURL() string {
-	return fmt.Sprintf("https://%s:%d", in.Endpoint.Host, in.Endpoint.Port)
-}
-
 // clusterInfo is kubeadm's cluster-info ConfigMap: a kubeconfig with one
 // unnamed cluster and no user.
-func (in *Input) clusterInfo(clusterCA []byte) (client.Object, error) {
-	if len(clusterCA) == 0 {
+func clusterInfo(in render.Input) (client.Object, error) {
+	if len(in.ClusterCA) == 0 {
 		return nil, fmt.Errorf("no cluster CA certificate for %s yet", bootstrapapi.ConfigMapClusterInfo)
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: in.APIServerURL(), CertificateAuthorityData: clusterCA}
+	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthorityData: in.ClusterCA}
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", bootstrapapi.ConfigMapClusterInfo, err)
@@ -103,7 +115,7 @@ func (in *Input) clusterInfo(clusterCA []byte) (client.Object, error) {
 
 // kubeadmConfig is the ClusterConfiguration `kubeadm join` reads, marshalled
 // as Cluster API's kubeadm control plane marshals it for the version.
-func (in *Input) kubeadmConfig() (client.Object, error) {
+func kubeadmConfig(in render.Input) (client.Object, error) {
 	cfg := &bootstrapv1.ClusterConfiguration{
 		ControlPlaneEndpoint: fmt.Sprintf("%s:%d", in.Endpoint.Host, in.Endpoint.Port),
 		ImageRepository:      in.Settings.Registry,
@@ -117,7 +129,7 @@ func (in *Input) kubeadmConfig() (client.Object, error) {
 	if cidr := in.PodCIDR(); cidr != "" {
 		data.PodSubnet = ptr.To(cidr)
 	}
-	text, err := kubeadmtypes.MarshalClusterConfigurationForVersion(cfg, in.addonsSemver(), data)
+	text, err := kubeadmtypes.MarshalClusterConfigurationForVersion(cfg, in.AddonsSemver(), data)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", KubeadmConfigName, err)
 	}
@@ -128,7 +140,7 @@ func (in *Input) kubeadmConfig() (client.Object, error) {
 // from, with kubeadm's defaults: certificates rotate, the API server
 // authenticates with a client certificate of the cluster CA (which `kubeadm
 // join` writes to /etc/kubernetes/pki/ca.crt) and is authorized by webhook.
-func (in *Input) kubeletConfig() (client.Object, error) {
+func kubeletConfig(in render.Input) (client.Object, error) {
 	cfg := kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
 		Authentication: kubeletv1beta1.KubeletAuthentication{

@@ -1,10 +1,13 @@
 package components
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -12,6 +15,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -26,16 +32,25 @@ const (
 	konnectivityUser      = "konnectivity"
 )
 
-// KubeconfigName is the Secret with the kubeconfig of a component.
-func (in *Input) KubeconfigName(user string) string { return in.name(user + "-kubeconfig") }
+// kubeconfigName is the Secret with the kubeconfig of a component.
+func kubeconfigName(in render.Input, user string) string { return in.Name(user + "-kubeconfig") }
 
-// Configs renders the configuration Secrets the pods mount: the kubeconfigs
-// of the components that talk to the API server and the API server's egress
+// Configs are the configuration Secrets the pods mount: the kubeconfigs of
+// the components that talk to the API server and the API server's egress
 // selector. The kubeconfigs refer to the mounted certificate files rather
 // than embedding them, so they never change when certificates are renewed.
-func Configs(in *Input) ([]client.Object, error) {
-	inCluster := fmt.Sprintf("https://%s.%s.svc:%d", in.APIServerServiceName(), in.Namespace(), in.ServicePort())
-	objs := []client.Object{in.egressSelector()}
+type Configs struct{}
+
+// Name names its golden file.
+func (Configs) Name() string { return "configs" }
+
+// Condition reports it, with the cluster kubeconfig.
+func (Configs) Condition() string { return v1alpha1.KubeconfigReadyCondition }
+
+// Render renders the Secrets, sorted by name.
+func (Configs) Render(in render.Input) ([]client.Object, error) {
+	inCluster := fmt.Sprintf("https://%s.%s.svc:%d", contract.APIServerServiceName(in.ClusterName()), in.Namespace(), servicePort(in))
+	objs := []client.Object{egressSelector(in)}
 	for user, server := range map[string]string{
 		controllerManagerUser: inCluster,
 		schedulerUser:         inCluster,
@@ -50,13 +65,34 @@ func Configs(in *Input) ([]client.Object, error) {
 		}
 		objs = append(objs, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: in.meta(in.KubeconfigName(user), ""),
+			ObjectMeta: in.Meta(kubeconfigName(in, user), ""),
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{"kubeconfig": data},
 		})
 	}
 	slices.SortFunc(objs, func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return objs, nil
+}
+
+// Ready: a Secret in place is ready.
+func (Configs) Ready(context.Context, client.Reader, render.Input, readiness.Applied) (readiness.Outcome, error) {
+	return readiness.Ready(""), nil
+}
+
+// RenderedSecretDigests are the digests of the Secrets the controller writes
+// itself, from their rendering, by name.
+func RenderedSecretDigests(in render.Input) (map[string]string, error) {
+	objs, err := Configs{}.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	digests := map[string]string{}
+	for _, obj := range objs {
+		if secret, ok := obj.(*corev1.Secret); ok {
+			digests[secret.Name] = contract.DataDigest(secret.Data)
+		}
+	}
+	return digests, nil
 }
 
 func encodeKubeconfig(clusterName string, cluster *clientcmdapi.Cluster, user string, auth *clientcmdapi.AuthInfo) ([]byte, error) {
@@ -72,26 +108,56 @@ func encodeKubeconfig(clusterName string, cluster *clientcmdapi.Cluster, user st
 	return data, nil
 }
 
-// ClusterKubeconfig renders <cluster>-kubeconfig, the admin kubeconfig
-// Cluster API and users reach the workload cluster with, from the admin
-// client certificate Secret (tls.crt, tls.key, ca.crt).
-func ClusterKubeconfig(in *Input, admin *corev1.Secret) (*corev1.Secret, error) {
-	for _, key := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		if len(admin.Data[key]) == 0 {
-			return nil, fmt.Errorf("secret %s has no %s yet", admin.Name, key)
-		}
+// The admin certificate is short-lived: the admin kubeconfig leaves the
+// management cluster, and cert-manager renews it long before it expires.
+const (
+	AdminDuration    = 24 * time.Hour
+	AdminRenewBefore = 8 * time.Hour
+)
+
+// ClusterKubeconfig is <cluster>-kubeconfig, the admin kubeconfig Cluster
+// API and users reach the workload cluster with. It embeds the admin client
+// certificate the controller observed (Input.Admin).
+type ClusterKubeconfig struct{}
+
+// Name names its golden file.
+func (ClusterKubeconfig) Name() string { return "cluster-kubeconfig" }
+
+// Condition reports it, with the configs.
+func (ClusterKubeconfig) Condition() string { return v1alpha1.KubeconfigReadyCondition }
+
+// AdminSecret is the Secret of the admin client certificate.
+func AdminSecret(in render.Input) string { return in.Name("admin") }
+
+// Certificates are the admin client certificate's.
+func (ClusterKubeconfig) Certificates(in render.Input) []*cmv1.Certificate {
+	admin := in.ClientCertificate(AdminSecret(in), in.CASecret(), "kubernetes-admin", "system:masters")
+	admin.Spec.Duration = &metav1.Duration{Duration: AdminDuration}
+	admin.Spec.RenewBefore = &metav1.Duration{Duration: AdminRenewBefore}
+	return []*cmv1.Certificate{admin}
+}
+
+// Render renders the kubeconfig Secret, once the admin certificate is issued.
+func (ClusterKubeconfig) Render(in render.Input) ([]client.Object, error) {
+	if key := in.Admin.Missing(); key != "" {
+		return nil, fmt.Errorf("secret %s has no %s yet", AdminSecret(in), key)
 	}
 	data, err := encodeKubeconfig(in.ClusterName(), &clientcmdapi.Cluster{
-		Server:                   fmt.Sprintf("https://%s:%d", in.Endpoint.Host, in.Endpoint.Port),
-		CertificateAuthorityData: admin.Data["ca.crt"],
-	}, in.ClusterName()+"-admin", &clientcmdapi.AuthInfo{ClientCertificateData: admin.Data["tls.crt"], ClientKeyData: admin.Data["tls.key"]})
+		Server:                   apiServerURL(in),
+		CertificateAuthorityData: in.Admin.CA,
+	}, in.ClusterName()+"-admin", &clientcmdapi.AuthInfo{ClientCertificateData: in.Admin.Cert, ClientKeyData: in.Admin.Key})
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.Secret{
+	return []client.Object{&corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: in.meta(contract.ClusterKubeconfigName(in.ClusterName()), ""),
+		ObjectMeta: in.Meta(contract.ClusterKubeconfigName(in.ClusterName()), ""),
 		Type:       clusterv1.ClusterSecretType,
 		Data:       map[string][]byte{"value": data},
-	}, nil
+	}}, nil
+}
+
+// Ready: the Secret in place is ready.
+func (ClusterKubeconfig) Ready(_ context.Context, _ client.Reader, in render.Input, _ readiness.Applied) (readiness.Outcome, error) {
+	return readiness.Ready("Secret " + contract.ClusterKubeconfigName(in.ClusterName()) + " holds the admin kubeconfig"), nil
 }

@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +12,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // KubeProxyName is the kube-proxy DaemonSet, ConfigMap, ServiceAccount and
@@ -21,17 +26,31 @@ const KubeProxyName = "kube-proxy"
 // the cluster CA.
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// KubeProxyDisabled tells whether spec.kubeProxy turns kube-proxy off.
-func (in *Input) KubeProxyDisabled() bool {
+// KubeProxy is kube-proxy as kubeadm deploys it: a DaemonSet on every node,
+// its configuration and kubeconfig in a ConfigMap (which joining nodes may
+// read), and its RBAC.
+type KubeProxy struct{}
+
+// Name names its golden file.
+func (KubeProxy) Name() string { return "kube-proxy" }
+
+// Condition reports it.
+func (KubeProxy) Condition() string { return v1alpha1.KubeProxyReadyCondition }
+
+// Disabled tells whether spec.kubeProxy turns kube-proxy off.
+func (KubeProxy) Disabled(in render.Input) bool {
 	return ptr.Deref(in.ControlPlane.Spec.KubeProxy.Disabled, false)
 }
 
-// KubeProxy renders kube-proxy as kubeadm deploys it: a DaemonSet on every
-// node, its configuration and kubeconfig in a ConfigMap (which joining nodes
-// may read), and its RBAC. It renders the objects also when kube-proxy is
-// disabled, so that the controller knows what to remove.
-func KubeProxy(in *Input) ([]client.Object, error) {
-	config, err := in.kubeProxyConfig()
+// Ready is rolled out.
+func (KubeProxy) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	return rolledOut(ctx, c, applied)
+}
+
+// Render renders kube-proxy, also when it is disabled, so that the
+// controller knows what to remove.
+func (KubeProxy) Render(in render.Input) ([]client.Object, error) {
+	config, err := kubeProxyConfig(in)
 	if err != nil {
 		return nil, err
 	}
@@ -41,13 +60,13 @@ func KubeProxy(in *Input) ([]client.Object, error) {
 			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: KubeProxyName, Namespace: "kube-system"}),
 	}
 	objs = append(objs, configMapReader("kube-system", KubeProxyName, KubeProxyName, groups(bootstrapTokenGroup)...)...)
-	return append(objs, config, in.kubeProxyDaemonSet()), nil
+	return append(objs, config, kubeProxyDaemonSet(in)), nil
 }
 
 // kubeProxyConfig is kube-proxy's ConfigMap: its configuration, and a
 // kubeconfig that reaches the API server at the endpoint with the pod's
 // service account (the kubernetes Service needs kube-proxy to work).
-func (in *Input) kubeProxyConfig() (client.Object, error) {
+func kubeProxyConfig(in render.Input) (client.Object, error) {
 	// A map rather than kube-proxy's own type, whose every unset field
 	// would be written out as null.
 	config := map[string]any{
@@ -64,7 +83,7 @@ func (in *Input) kubeProxyConfig() (client.Object, error) {
 		return nil, fmt.Errorf("render kube-proxy configuration: %w", err)
 	}
 	kubeconfig, err := encodeKubeconfig("default",
-		&clientcmdapi.Cluster{Server: in.APIServerURL(), CertificateAuthority: serviceAccountDir + "/ca.crt"},
+		&clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthority: serviceAccountDir + "/ca.crt"},
 		"default", &clientcmdapi.AuthInfo{TokenFile: serviceAccountDir + "/token"})
 	if err != nil {
 		return nil, err
@@ -72,11 +91,11 @@ func (in *Input) kubeProxyConfig() (client.Object, error) {
 	return configMap("kube-system", KubeProxyName, map[string]string{"config.conf": string(data), "kubeconfig.conf": string(kubeconfig)}), nil
 }
 
-func (in *Input) kubeProxyDaemonSet() *appsv1.DaemonSet {
+func kubeProxyDaemonSet(in render.Input) *appsv1.DaemonSet {
 	spec := in.ControlPlane.Spec.KubeProxy
 	selector := map[string]string{k8sAppLabel: KubeProxyName}
-	c := container(KubeProxyName, image(in.defaultImage(KubeProxyName, in.AddonsVersion()), spec.Image), spec.Container,
-		"/usr/local/bin/kube-proxy", flags(map[string]string{
+	c := render.Container(KubeProxyName, render.Image(in.DefaultImage(KubeProxyName, in.AddonsVersion()), spec.Image), spec.Container,
+		"/usr/local/bin/kube-proxy", render.Flags(map[string]string{
 			"config":            "/var/lib/kube-proxy/config.conf",
 			"hostname-override": "$(NODE_NAME)",
 		}, spec.Args))

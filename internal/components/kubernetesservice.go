@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"net"
 	"strconv"
 
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -23,7 +26,7 @@ const KubernetesTunnelName = "kas-tunnel"
 // nodeCAFile is where `kubeadm join` writes the cluster CA on each node.
 const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 
-// KubernetesService renders what lets pods reach their API server through the
+// KubernetesService is what lets pods reach their API server through the
 // default/kubernetes Service (CoreDNS and every in-cluster client). The hosted
 // API servers run with --endpoint-reconciler-type=none, as their pod
 // addresses mean nothing to the workload cluster, so the controller writes the
@@ -36,28 +39,49 @@ const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 //     hostNetwork DaemonSet (cmd/tunnel node) listens on every node. kube-proxy
 //     DNATs the Service address to it on the pod's own node; the proxy wraps
 //     each connection in an outer TLS connection to the Gateway whose SNI is
-//     TunnelHost, verified with the cluster CA kubeadm wrote on the node, and
+//     tunnelHost, verified with the cluster CA kubeadm wrote on the node, and
 //     the sidecar beside each API server unwraps it (see tunnelServer). The
 //     pod's own TLS runs inside, end to end with the API server.
 //
 // An endpoint that is a name outside gateway mode (a load balancer with a
 // hostname) or an address the API refuses as an endpoint (loopback,
-// link-local) gives none: KubernetesService returns no objects.
-func KubernetesService(in *Input) []client.Object {
+// link-local) gives none: KubernetesService renders no objects.
+type KubernetesService struct{}
+
+// Name names its golden file.
+func (KubernetesService) Name() string { return "kubernetes-service" }
+
+// Condition reports it.
+func (KubernetesService) Condition() string { return v1alpha1.KubernetesServiceReadyCondition }
+
+// Render renders the EndpointSlice and, in gateway mode, the tunnel.
+func (KubernetesService) Render(in render.Input) ([]client.Object, error) {
 	if in.Listener != nil {
 		return []client.Object{
-			in.kubernetesEndpointSlice(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
-			in.tunnelDaemonSet(),
-		}
+			kubernetesEndpointSlice(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
+			tunnelDaemonSet(in),
+		}, nil
 	}
 	ip := net.ParseIP(in.Endpoint.Host)
 	if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
-		return nil
+		return nil, nil
 	}
-	return []client.Object{in.kubernetesEndpointSlice(ip, in.Endpoint.Port)}
+	return []client.Object{kubernetesEndpointSlice(ip, in.Endpoint.Port)}, nil
 }
 
-func (in *Input) kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
+// Ready is rolled out, and a problem when there is nothing to roll out
+// because no EndpointSlice can hold the endpoint.
+func (KubernetesService) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	if len(applied.Objects) == 0 {
+		return readiness.Problem(v1alpha1.NoServiceEndpointReason,
+			"the endpoint's host is a name, or an address an EndpointSlice cannot hold (loopback, link-local), and kube-proxy leads "+
+				"Services to addresses only: pods cannot reach the API server through the kubernetes Service; use a load balancer "+
+				"that gives an address, a node port, or spec.gateway, whose tunnel carries the Service"), nil
+	}
+	return rolledOut(ctx, c, applied)
+}
+
+func kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
 	family := discoveryv1.AddressTypeIPv4
 	if ip.To4() == nil {
 		family = discoveryv1.AddressTypeIPv6
@@ -81,19 +105,19 @@ func (in *Input) kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.End
 // resolves through the node's resolver), no service account token, every
 // taint tolerated. It runs as root with only NET_ADMIN, which it needs to put
 // contract.NodeLocalAddress on a dummy device of its own.
-func (in *Input) tunnelDaemonSet() *appsv1.DaemonSet {
+func tunnelDaemonSet(in render.Input) *appsv1.DaemonSet {
 	selector := map[string]string{k8sAppLabel: KubernetesTunnelName}
 	health := func(path string, failures int32) *corev1.Probe {
-		p := probe(path, contract.NodeTunnelHealthPort, corev1.URISchemeHTTP, failures)
+		p := render.Probe(path, contract.NodeTunnelHealthPort, corev1.URISchemeHTTP, failures)
 		p.HTTPGet.Host = contract.NodeLocalAddress
 		return p
 	}
-	c := container(KubernetesTunnelName, in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
+	c := render.Container(KubernetesTunnelName, in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
 		"node",
 		"--address=" + contract.NodeLocalAddress,
 		"--port=" + strconv.Itoa(contract.NodeTunnelPort),
 		"--device=" + contract.NodeTunnelDevice,
-		"--upstream=" + net.JoinHostPort(in.TunnelHost(), strconv.Itoa(int(in.Listener.Port))),
+		"--upstream=" + net.JoinHostPort(tunnelHost(in), strconv.Itoa(int(in.Listener.Port))),
 		"--ca-file=" + nodeCAFile,
 		"--health-listen=" + net.JoinHostPort(contract.NodeLocalAddress, strconv.Itoa(contract.NodeTunnelHealthPort)),
 	})

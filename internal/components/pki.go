@@ -1,8 +1,9 @@
 package components
 
 import (
-	"net"
-	"slices"
+	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -10,50 +11,55 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
-// Lifetimes of the certificates, unless the spec sets the CA ones.
+// Lifetimes of the certificate authorities, unless the spec sets them.
 const (
 	DefaultRootCADuration = 10 * 365 * 24 * time.Hour
 	DefaultCADuration     = 5 * 365 * 24 * time.Hour
-	LeafDuration          = 365 * 24 * time.Hour
-	// AdminDuration is short: the admin kubeconfig leaves the management
-	// cluster, and the controller renews it long before it expires.
-	AdminDuration    = 24 * time.Hour
-	AdminRenewBefore = 8 * time.Hour
 )
 
-// Secret names of the certificate authorities, as Cluster API names them so
-// that its kubeadm bootstrap provider finds the cluster CA for joining workers.
-func (in *Input) CASecret() string           { return in.name("ca") }
-func (in *Input) EtcdCASecret() string       { return in.name("etcd") }
-func (in *Input) FrontProxyCASecret() string { return in.name("proxy") }
-func (in *Input) SASecret() string           { return in.name("sa") }
+// PKI is the control plane's cert-manager PKI: the roots it owns (a
+// self-signed cluster CA, the etcd and front-proxy CAs it signs, the service
+// account key) and, issued with them, the certificates each component
+// defines for itself. Every certificate is issued before any pod that
+// mounts one starts, so they are applied, and waited for, together.
+type PKI struct{}
 
-// Secret names of the leaf certificates; each Certificate has its Secret's name.
-func (in *Input) APIServerCertSecret() string    { return in.name("apiserver") }
-func (in *Input) KubeletClientSecret() string    { return in.name("apiserver-kubelet-client") }
-func (in *Input) APIServerEtcdSecret() string    { return in.name("apiserver-etcd-client") }
-func (in *Input) FrontProxyClientSecret() string { return in.name("front-proxy-client") }
-func (in *Input) EtcdServerSecret() string       { return in.name("etcd-server") }
-func (in *Input) EtcdPeerSecret() string         { return in.name("etcd-peer") }
-func (in *Input) AdminCertSecret() string        { return in.name("admin") }
-func (in *Input) ControllerManagerCertSecret() string {
-	return in.name("controller-manager")
+// Name names its golden file.
+func (PKI) Name() string { return "pki" }
+
+// Condition reports it.
+func (PKI) Condition() string { return v1alpha1.CertificatesReadyCondition }
+
+// Render renders the roots, then the certificates of the components. Their
+// order is the order the golden files pin (and the order the condition
+// lists the ones still pending).
+func (PKI) Render(in render.Input) ([]client.Object, error) {
+	objs := roots(in)
+	for _, part := range []certified{
+		ClusterKubeconfig{}, APIServer{}, etcd.Component{}, ControllerManager{}, Scheduler{}, konnectivityServer{}, tunnelServer{},
+	} {
+		for _, c := range part.Certificates(in) {
+			objs = append(objs, c)
+		}
+	}
+	return objs, nil
 }
-func (in *Input) SchedulerCertSecret() string          { return in.name("scheduler") }
-func (in *Input) KonnectivityServerSecret() string     { return in.name("konnectivity-server") }
-func (in *Input) KonnectivityClientCertSecret() string { return in.name("konnectivity-client") }
-func (in *Input) TunnelCertSecret() string             { return in.name("kas-tunnel") }
 
-func (in *Input) selfSignedIssuer() string { return in.name("selfsigned") }
+// certified is a part of the control plane with certificates of its own.
+type certified interface {
+	Certificates(in render.Input) []*cmv1.Certificate
+}
 
-// PKI renders the cert-manager Issuers and Certificates of the control plane:
-// a self-signed cluster CA (the root), the etcd and front-proxy CAs it signs,
-// and every leaf. CA and service account keys survive renewal, so a renewed
-// CA still verifies every certificate it signed and tokens stay valid.
-func PKI(in *Input) []client.Object {
+// roots are the certificate authorities, each with the Issuer that signs
+// with it, and the service account key. CA keys survive renewal, so a
+// renewed CA still verifies every certificate it signed.
+func roots(in render.Input) []client.Object {
 	rootDuration, caDuration := DefaultRootCADuration, DefaultCADuration
 	if d := in.ControlPlane.Spec.Certificates.RootCACertificateDuration; d != nil {
 		rootDuration = d.Duration
@@ -61,123 +67,73 @@ func PKI(in *Input) []client.Object {
 	if d := in.ControlPlane.Spec.Certificates.CACertificateDuration; d != nil {
 		caDuration = d.Duration
 	}
-	objs := []client.Object{
-		in.issuer(in.selfSignedIssuer(), cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
-		in.ca(in.CASecret(), "kubernetes", in.selfSignedIssuer(), rootDuration),
-		in.caIssuer(in.CASecret()),
-		in.ca(in.EtcdCASecret(), "etcd-ca", in.CASecret(), caDuration),
-		in.caIssuer(in.EtcdCASecret()),
-		in.ca(in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), caDuration),
-		in.caIssuer(in.FrontProxyCASecret()),
-	}
-	sa := in.leaf(in.SASecret(), in.CASecret(), "service-accounts", nil, cmv1.UsageDigitalSignature)
-	sa.Spec.PrivateKey.RotationPolicy = cmv1.RotationPolicyNever
-	admin := in.client(in.AdminCertSecret(), in.CASecret(), "kubernetes-admin", "system:masters")
-	admin.Spec.Duration = &metav1.Duration{Duration: AdminDuration}
-	admin.Spec.RenewBefore = &metav1.Duration{Duration: AdminRenewBefore}
-	objs = append(objs,
-		sa, admin,
-		in.server(in.APIServerCertSecret(), in.CASecret(), "kube-apiserver", in.apiServerSANs()),
-		in.client(in.KubeletClientSecret(), in.CASecret(), "kube-apiserver-kubelet-client", "kubeadm:cluster-admins"),
-		in.client(in.APIServerEtcdSecret(), in.EtcdCASecret(), "kube-apiserver-etcd-client"),
-		in.client(in.FrontProxyClientSecret(), in.FrontProxyCASecret(), "front-proxy-client"),
-		in.peer(in.EtcdServerSecret(), "etcd-server"),
-		in.peer(in.EtcdPeerSecret(), "etcd-peer"),
-		in.client(contract.EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCASecret(), "kube-etcd-healthcheck-client"),
-		in.client(in.ControllerManagerCertSecret(), in.CASecret(), "system:kube-controller-manager"),
-		in.client(in.SchedulerCertSecret(), in.CASecret(), "system:kube-scheduler"),
-		in.server(in.KonnectivityServerSecret(), in.CASecret(), "konnectivity-server", in.konnectivitySANs()),
-		in.client(in.KonnectivityClientCertSecret(), in.CASecret(), "system:konnectivity-server"),
-	)
-	if in.Listener != nil {
-		// The tunnel's outer TLS: nodes verify it with the cluster CA.
-		objs = append(objs, in.server(in.TunnelCertSecret(), in.CASecret(), "kas-tunnel", []string{in.TunnelHost()}))
-	}
-	return objs
-}
-
-func (in *Input) issuer(name string, cfg cmv1.IssuerConfig) *cmv1.Issuer {
-	return &cmv1.Issuer{
-		TypeMeta:   metav1.TypeMeta{APIVersion: cmv1.SchemeGroupVersion.String(), Kind: cmv1.IssuerKind},
-		ObjectMeta: in.meta(name, ""),
-		Spec:       cmv1.IssuerSpec{IssuerConfig: cfg},
+	selfSigned := in.Name("selfsigned")
+	return []client.Object{
+		in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
+		ca(in, in.CASecret(), "kubernetes", selfSigned, rootDuration),
+		caIssuer(in, in.CASecret()),
+		ca(in, in.EtcdCASecret(), "etcd-ca", in.CASecret(), caDuration),
+		caIssuer(in, in.EtcdCASecret()),
+		ca(in, in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), caDuration),
+		caIssuer(in, in.FrontProxyCASecret()),
+		serviceAccountKey(in),
 	}
 }
 
-// caIssuer signs with the CA in the Secret of the same name.
-func (in *Input) caIssuer(secret string) *cmv1.Issuer {
-	return in.issuer(secret, cmv1.IssuerConfig{CA: &cmv1.CAIssuer{SecretName: secret}})
-}
-
-func (in *Input) certificate(secret, issuer, commonName string, usages ...cmv1.KeyUsage) *cmv1.Certificate {
-	return &cmv1.Certificate{
-		TypeMeta:   metav1.TypeMeta{APIVersion: cmv1.SchemeGroupVersion.String(), Kind: cmv1.CertificateKind},
-		ObjectMeta: in.meta(secret, ""),
-		Spec: cmv1.CertificateSpec{
-			SecretName:     secret,
-			SecretTemplate: &cmv1.CertificateSecretTemplate{Labels: in.Labels("")},
-			CommonName:     commonName,
-			Duration:       &metav1.Duration{Duration: LeafDuration},
-			IssuerRef:      cmmeta.IssuerReference{Kind: cmv1.IssuerKind, Name: issuer},
-			Usages:         usages,
-			PrivateKey: &cmv1.CertificatePrivateKey{
-				Algorithm:      cmv1.ECDSAKeyAlgorithm,
-				Size:           256,
-				RotationPolicy: cmv1.RotationPolicyAlways,
-			},
-			RevisionHistoryLimit: ptrInt32(2),
-		},
-	}
-}
-
-func (in *Input) ca(secret, commonName, issuer string, duration time.Duration) *cmv1.Certificate {
-	c := in.certificate(secret, issuer, commonName, cmv1.UsageCertSign, cmv1.UsageCRLSign, cmv1.UsageDigitalSignature)
+func ca(in render.Input, secret, commonName, issuer string, duration time.Duration) *cmv1.Certificate {
+	c := in.Certificate(secret, issuer, commonName, cmv1.UsageCertSign, cmv1.UsageCRLSign, cmv1.UsageDigitalSignature)
 	c.Spec.IsCA = true
 	c.Spec.Duration = &metav1.Duration{Duration: duration}
 	c.Spec.PrivateKey.RotationPolicy = cmv1.RotationPolicyNever
 	return c
 }
 
-func (in *Input) leaf(secret, issuer, commonName string, organizations []string, usages ...cmv1.KeyUsage) *cmv1.Certificate {
-	c := in.certificate(secret, issuer, commonName, usages...)
-	if len(organizations) > 0 {
-		c.Spec.Subject = &cmv1.X509Subject{Organizations: organizations}
-	}
-	return c
+// caIssuer signs with the CA in the Secret of the same name.
+func caIssuer(in render.Input, secret string) *cmv1.Issuer {
+	return in.Issuer(secret, cmv1.IssuerConfig{CA: &cmv1.CAIssuer{SecretName: secret}})
 }
 
-func (in *Input) client(secret, issuer, commonName string, organizations ...string) *cmv1.Certificate {
-	return in.leaf(secret, issuer, commonName, organizations,
-		cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment, cmv1.UsageClientAuth)
+// serviceAccountKey signs service account tokens (the API server) and is
+// mounted by the controller manager; it survives renewal, so tokens stay
+// valid.
+func serviceAccountKey(in render.Input) *cmv1.Certificate {
+	sa := in.Leaf(in.SASecret(), in.CASecret(), "service-accounts", nil, cmv1.UsageDigitalSignature)
+	sa.Spec.PrivateKey.RotationPolicy = cmv1.RotationPolicyNever
+	return sa
 }
 
-func (in *Input) server(secret, issuer, commonName string, sans []string) *cmv1.Certificate {
-	c := in.leaf(secret, issuer, commonName, nil,
-		cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment, cmv1.UsageServerAuth)
-	c.Spec.DNSNames, c.Spec.IPAddresses = splitSANs(sans)
-	return c
-}
-
-// peer is an etcd certificate: members use it both to serve and to connect.
-func (in *Input) peer(secret, commonName string) *cmv1.Certificate {
-	c := in.leaf(secret, in.EtcdCASecret(), commonName, nil,
-		cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment, cmv1.UsageServerAuth, cmv1.UsageClientAuth)
-	c.Spec.DNSNames, c.Spec.IPAddresses = splitSANs(in.etcdSANs())
-	return c
-}
-
-// splitSANs sorts names and addresses apart, each sorted and without repeats.
-func splitSANs(sans []string) (dns, ips []string) {
-	for _, san := range sans {
-		if net.ParseIP(san) != nil {
-			ips = append(ips, san)
-		} else if san != "" {
-			dns = append(dns, san)
+// Ready is done when cert-manager has issued every certificate for its
+// current spec and the controller has seen its Secret.
+func (PKI) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	var pending []string
+	total := 0
+	for _, obj := range applied.Objects {
+		want, ok := obj.(*cmv1.Certificate)
+		if !ok {
+			continue
+		}
+		total++
+		cert := &cmv1.Certificate{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(want), cert); err != nil || !certificateReady(cert) {
+			pending = append(pending, want.Name)
+			continue
+		}
+		if _, seen := in.SecretDigests[want.Spec.SecretName]; !seen {
+			pending = append(pending, want.Name)
 		}
 	}
-	slices.Sort(dns)
-	slices.Sort(ips)
-	return slices.Compact(dns), slices.Compact(ips)
+	if len(pending) > 0 {
+		return readiness.Waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
+			len(pending), total, strings.Join(pending, ", ")), nil
+	}
+	return readiness.Ready(fmt.Sprintf("all %d certificates issued", total)), nil
 }
 
-func ptrInt32(v int32) *int32 { return &v }
+func certificateReady(c *cmv1.Certificate) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == cmv1.CertificateConditionReady {
+			return cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == c.Generation
+		}
+	}
+	return false
+}

@@ -1,13 +1,17 @@
 package components
 
 import (
-	"github.com/blang/semver/v4"
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -39,30 +43,6 @@ func workloadMeta(namespace, name string, extra map[string]string) metav1.Object
 	}
 	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
-
-// AddonsVersion is the Kubernetes version the workload cluster's add-ons and
-// join configuration follow: the oldest version the API servers run
-// (status.versions), so that an upgrade moves them only once the control
-// plane has moved; spec.version until an API server reports one.
-func (in *Input) AddonsVersion() string {
-	if v := in.ControlPlane.Status.Versions; len(v) > 0 {
-		return v[0].Version
-	}
-	return in.ControlPlane.Spec.Version
-}
-
-// addonsSemver is AddonsVersion parsed; a version that does not parse (which
-// admission prevents) falls back to spec.version, which NewInput checked.
-func (in *Input) addonsSemver() semver.Version {
-	if v, err := v1alpha1.ParseVersion(in.AddonsVersion()); err == nil {
-		return v
-	}
-	return in.version
-}
-
-// DNSIP is the cluster DNS Service's address: the tenth of the service
-// network, as kubeadm picks it.
-func (in *Input) DNSIP() string { return in.dnsIP.String() }
 
 func serviceAccount(namespace, name string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
@@ -122,4 +102,34 @@ func groups(names ...string) []rbacv1.Subject {
 		subjects[i] = rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: n}
 	}
 	return subjects
+}
+
+// rolledOut is the readiness of an add-on: every Deployment and DaemonSet it
+// runs has rolled out.
+func rolledOut(ctx context.Context, c client.Reader, applied readiness.Applied) (readiness.Outcome, error) {
+	return readiness.RolledOut(ctx, c, applied.Objects, readiness.KindName)
+}
+
+// addonDeployment is a Deployment of an add-on in kube-system whose pods
+// carry selector as labels.
+func addonDeployment(name string, selector map[string]string, replicas int32, pod corev1.PodSpec) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: workloadMeta("kube-system", name, selector),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
+		},
+	}
+}
+
+func priorityClass(set, def string) string {
+	if set != "" {
+		return set
+	}
+	return def
 }

@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -28,7 +29,7 @@ func TestDNSIP(t *testing.T) {
 		c.cluster = func(cl *clusterv1.Cluster) { cl.Spec.ClusterNetwork.Services.CIDRBlocks = []string{cidr} }
 		in := c.input(t)
 		assert.Equal(t, want, in.DNSIP(), cidr)
-		dns := findObject[*corev1.Service](t, CoreDNS(in), DNSServiceName)
+		dns := findObject[*corev1.Service](t, renderOf(t, CoreDNS{}, in), DNSServiceName)
 		assert.Equal(t, want, dns.Spec.ClusterIP, cidr)
 	}
 }
@@ -38,21 +39,25 @@ func TestDNSIP(t *testing.T) {
 func TestAddonsFollowTheRunningVersion(t *testing.T) {
 	in := goldenCases[0].input(t)
 	in.ControlPlane.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.35.2", Replicas: 2}}
-	kubeProxy, err := KubeProxy(in)
-	require.NoError(t, err)
 	assert.Equal(t, "registry.k8s.io/kube-proxy:v1.35.2",
-		findObject[*appsv1.DaemonSet](t, kubeProxy, KubeProxyName).Spec.Template.Spec.Containers[0].Image)
+		findObject[*appsv1.DaemonSet](t, renderOf(t, KubeProxy{}, in), KubeProxyName).Spec.Template.Spec.Containers[0].Image)
 	assert.Equal(t, "registry.k8s.io/coredns/coredns:v1.13.1",
-		findObject[*appsv1.Deployment](t, CoreDNS(in), CoreDNSName).Spec.Template.Spec.Containers[0].Image)
-	join, err := Join(in, []byte("CA"))
-	require.NoError(t, err)
-	assert.Contains(t, findObject[*corev1.ConfigMap](t, join, KubeadmConfigName).Data["ClusterConfiguration"], "kubernetesVersion: v1.35.2")
+		findObject[*appsv1.Deployment](t, renderOf(t, CoreDNS{}, in), CoreDNSName).Spec.Template.Spec.Containers[0].Image)
+	assert.Contains(t, findObject[*corev1.ConfigMap](t, renderOf(t, Join{}, in), KubeadmConfigName).Data["ClusterConfiguration"], "kubernetesVersion: v1.35.2")
 }
 
 func TestCoreDNSTag(t *testing.T) {
 	for version, want := range map[string]string{"1.30.0": "v1.11.3", "1.33.1": "v1.12.0", "1.36.3": "v1.14.2", "1.40.0": "v1.14.2"} {
-		assert.Equal(t, want, CoreDNSTag(semver.MustParse(version)), version)
+		assert.Equal(t, want, coreDNSVersions.For(semver.MustParse(version)), version)
 	}
+}
+
+// renderOf renders one component, which must not fail.
+func renderOf(t *testing.T, c Component, in render.Input) []client.Object {
+	t.Helper()
+	objs, err := c.Render(in)
+	require.NoError(t, err, c.Name())
+	return objs
 }
 
 func findObject[T client.Object](t *testing.T, objs []client.Object, name string) T {
@@ -71,7 +76,7 @@ func findObject[T client.Object](t *testing.T, objs []client.Object, name string
 // one, the node-local tunnel in gateway mode, and nothing where no
 // EndpointSlice can hold the endpoint.
 func TestKubernetesServiceEndpoint(t *testing.T) {
-	in := goldenCases[0].input(t)
+	gateway := goldenCases[0].input(t)
 	for host, want := range map[string]string{
 		"192.0.2.10":      "192.0.2.10",
 		"2001:db8::10":    "2001:db8::10",
@@ -81,8 +86,9 @@ func TestKubernetesServiceEndpoint(t *testing.T) {
 		"0.0.0.0":         "",
 		"fe80::1":         "",
 	} {
-		in.Listener, in.Endpoint = nil, clusterv1.APIEndpoint{Host: host, Port: 6443}
-		objs := KubernetesService(in)
+		observed := gateway.Observed
+		observed.Listener, observed.Endpoint = nil, clusterv1.APIEndpoint{Host: host, Port: 6443}
+		objs := renderOf(t, KubernetesService{}, gateway.With(observed))
 		if want == "" {
 			assert.Empty(t, objs, host)
 			continue
@@ -92,9 +98,11 @@ func TestKubernetesServiceEndpoint(t *testing.T) {
 		assert.Equal(t, int32(6443), *slice.Ports[0].Port, host)
 	}
 
-	in.Listener = &contract.GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 8443}
-	in.Endpoint = in.Listener.Endpoint(in.ClusterName(), in.Namespace())
-	objs := KubernetesService(in)
+	observed := gateway.Observed
+	observed.Listener = &contract.GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 8443}
+	observed.Endpoint = observed.Listener.Endpoint(gateway.ClusterName(), gateway.Namespace())
+	in := gateway.With(observed)
+	objs := renderOf(t, KubernetesService{}, in)
 	slice := findObject[*discoveryv1.EndpointSlice](t, objs, "kubernetes")
 	assert.Equal(t, []string{contract.NodeLocalAddress}, slice.Endpoints[0].Addresses)
 	assert.Equal(t, int32(contract.NodeTunnelPort), *slice.Ports[0].Port)

@@ -2,22 +2,13 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -25,467 +16,258 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// phase is one step of a pass; it owns one condition.
+// phase is one step of a pass: the neighbouring components of a list that
+// share a condition. It is done when each of them is.
 type phase struct {
-	condition string
-	run       func(context.Context, *scope) (outcome, error)
+	condition  string
+	components []components.Component
 }
 
-// outcome is how a phase ended: done, or what is missing. warn marks a bad
-// situation worth an event, not just progress; poll a wait that no watched
-// object ends, so the pass looks again after a while.
-type outcome struct {
-	done            bool
-	warn            bool
-	poll            bool
-	reason, message string
-}
-
-func ready(message string) outcome {
-	return outcome{done: true, reason: v1alpha1.ReadyReason, message: message}
-}
-
-func waiting(reason, format string, args ...any) outcome {
-	return outcome{reason: reason, message: fmt.Sprintf(format, args...)}
-}
-
-func problem(reason, format string, args ...any) outcome {
-	return outcome{warn: true, reason: reason, message: fmt.Sprintf(format, args...)}
-}
-
-// failure turns an error into the outcome that explains it.
-func failure(err error) outcome {
-	var conflict *apply.ConflictError
-	switch {
-	case errors.As(err, &conflict):
-		return problem(v1alpha1.ConflictReason, "%v", err)
-	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), cmv1.SchemeGroupVersion.Group):
-		return problem(v1alpha1.CertManagerMissingReason, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying")
-	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), gatewayv1.GroupName):
-		return problem(v1alpha1.GatewayAPIMissingReason, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway")
-	default:
-		return problem(v1alpha1.ApplyFailedReason, "%v", err)
+// phasesOf groups a list of components into phases, in order.
+func phasesOf(list []components.Component) []phase {
+	var phases []phase
+	for _, c := range list {
+		if n := len(phases); n > 0 && phases[n-1].condition == c.Condition() {
+			phases[n-1].components = append(phases[n-1].components, c)
+			continue
+		}
+		phases = append(phases, phase{condition: c.Condition(), components: []components.Component{c}})
 	}
+	return phases
 }
 
-// phases in the order they run; each needs the ones before it done.
-func (r *Reconciler) phases() []phase {
-	return []phase{
-		{v1alpha1.ClusterReadyCondition, r.clusterPhase},
-		{v1alpha1.ExposureReadyCondition, r.exposurePhase},
-		{v1alpha1.CertificatesReadyCondition, r.certificatesPhase},
-		{v1alpha1.KubeconfigReadyCondition, r.kubeconfigPhase},
-		{v1alpha1.EtcdReadyCondition, r.etcdPhase},
-		{v1alpha1.APIServerReadyCondition, r.apiServerPhase},
-		{v1alpha1.ControllersReadyCondition, r.controllersPhase},
+// managementPhases are the phases of the management side, in the order
+// they run; each needs the ones before it done. The first has no
+// components: building the Input decides it (see observe).
+func managementPhases() []phase {
+	return append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf(components.Management())...)
+}
+
+// workloadPhases are the phases of the workload side; each stands alone.
+func workloadPhases() []phase { return phasesOf(components.Workload()) }
+
+// side is a cluster where components are kept.
+type side struct {
+	applier *apply.Applier
+	// ordered: a phase that is not done ends the pass, and the later ones
+	// wait for it. Otherwise each phase stands alone.
+	ordered bool
+	// repairs: an object found deleted or edited is told of in an event.
+	repairs bool
+}
+
+// management is the management cluster, where the pass keeps a control
+// plane's own components in order.
+func (r *Reconciler) management() side { return side{applier: r.applier, ordered: true} }
+
+// run keeps each phase of one side, recording its condition. It returns the
+// bad situations of a side whose phases stand alone.
+func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase) []error {
+	var problems []error
+	for i, p := range phases {
+		out := r.runPhase(ctx, s, on, p)
+		r.record(s.hcp, p.condition, out)
+		if !on.ordered {
+			if out.Warn {
+				problems = append(problems, errors.New(p.condition+": "+out.Message))
+			}
+			continue
+		}
+		if !out.Done {
+			s.blocked = &blockedPhase{condition: p.condition, Outcome: out}
+			markWaiting(s.hcp, phases, i)
+			return nil
+		}
+		s.done[p.condition] = true
 	}
+	return problems
 }
 
-// ownedConditions are the conditions this controller writes; on a conflict
-// the patch helper keeps its own.
-var ownedConditions = []string{
-	v1alpha1.AvailableCondition, v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition,
-	v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition,
-	v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
-	v1alpha1.NodeJoinReadyCondition, v1alpha1.CoreDNSReadyCondition, v1alpha1.KubeProxyReadyCondition,
-	v1alpha1.KonnectivityAgentReadyCondition,
+// runPhase keeps the components of a phase in order, unless observation
+// decided the phase, and says how far it is. A bad situation ends it.
+func (r *Reconciler) runPhase(ctx context.Context, s *scope, on side, p phase) readiness.Outcome {
+	if out, held := s.held[p.condition]; held {
+		return out
+	}
+	outs := make([]readiness.Outcome, 0, len(p.components))
+	for _, c := range p.components {
+		out, err := r.keep(ctx, s, on, c)
+		if err != nil {
+			out = failure(err)
+		}
+		if out.Warn {
+			return out
+		}
+		outs = append(outs, out)
+	}
+	return combine(outs)
 }
 
-func (r *Reconciler) clusterPhase(_ context.Context, s *scope) (outcome, error) {
-	in, err := components.NewInput(s.hcp, s.cluster, r.settings)
+// combine is the outcome of a phase from those of its components: done when
+// each is, otherwise waiting for what those not done wait for.
+func combine(outs []readiness.Outcome) readiness.Outcome {
+	if len(outs) == 1 {
+		return outs[0]
+	}
+	var waiting, done []readiness.Outcome
+	for _, o := range outs {
+		if o.Done {
+			done = append(done, o)
+		} else {
+			waiting = append(waiting, o)
+		}
+	}
+	if len(waiting) == 0 {
+		return readiness.Ready(messages(done))
+	}
+	out := waiting[0]
+	out.Message = messages(waiting)
+	for _, o := range waiting {
+		out.Poll = out.Poll || o.Poll
+	}
+	return out
+}
+
+// messages joins the messages that say something.
+func messages(outs []readiness.Outcome) string {
+	var said []string
+	for _, o := range outs {
+		if o.Message != "" {
+			said = append(said, o.Message)
+		}
+	}
+	return strings.Join(said, "; ")
+}
+
+// keep keeps one component on a side: its preflight check, then its
+// objects (removed when the spec turns it off), then how far it is.
+func (r *Reconciler) keep(ctx context.Context, s *scope, on side, c components.Component) (readiness.Outcome, error) {
+	if g, ok := c.(components.Guarded); ok {
+		if out, err := g.Preflight(ctx, on.applier.Reader, s.in); err != nil || !out.Done {
+			return out, err
+		}
+	}
+	objs, err := c.Render(s.in)
 	if err != nil {
-		return problem(v1alpha1.ClusterNetworkMissingReason, "%v", err), nil
+		return readiness.Outcome{}, err
 	}
-	s.in = in
-	return ready("Cluster " + s.cluster.Name + " is ready"), nil
+	if o, ok := c.(components.Optional); ok && o.Disabled(s.in) {
+		for _, obj := range objs {
+			if _, err := on.applier.Delete(ctx, obj); err != nil {
+				return readiness.Outcome{}, err
+			}
+		}
+		return readiness.Outcome{Done: true, Reason: v1alpha1.DisabledReason, Message: "disabled by the spec; removed from the workload cluster"}, nil
+	}
+	wrote, err := r.sync(ctx, s, on, c.Condition(), objs)
+	if err != nil {
+		return readiness.Outcome{}, err
+	}
+	if p, ok := c.(components.Pruned); ok {
+		if err := r.prune(ctx, s, on, p, objs); err != nil {
+			return readiness.Outcome{}, err
+		}
+	}
+	s.recordKubeconfig(objs)
+	return c.Ready(ctx, on.applier.Reader, s.in, readiness.Applied{Objects: objs, Wrote: wrote})
 }
 
-// apply applies objs in order; a conflict or failure ends the phase. It
-// reports whether it wrote: the cache then still shows the old object, whose
-// status says nothing about the new spec.
-func (r *Reconciler) apply(ctx context.Context, objs ...client.Object) (bool, error) {
+// sync applies objs in order and reports whether it wrote. A conflict or
+// failure ends it.
+func (r *Reconciler) sync(ctx context.Context, s *scope, on side, condition string, objs []client.Object) (bool, error) {
+	// A component applied before whose object is missing was deleted by
+	// someone: its recreation is a repair.
+	prior := conditions.Get(s.hcp, condition)
+	established := prior != nil && (prior.Reason == v1alpha1.ReadyReason || prior.Reason == v1alpha1.ProgressingReason)
 	wrote := false
 	for _, obj := range objs {
-		w, err := r.applier.Apply(ctx, obj)
+		change, err := on.applier.Sync(ctx, obj)
 		if err != nil {
 			return wrote, err
 		}
-		wrote = wrote || w
+		wrote = wrote || change != apply.Unchanged
+		if !on.repairs {
+			continue
+		}
+		// The repaired object is the event's related object: events about
+		// the same objects are counted in one series, others stand apart.
+		switch {
+		case change == apply.Restored:
+			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Restore",
+				"restored %s in the workload cluster, which had been edited", objectName(obj))
+		case change == apply.Created && established:
+			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Recreate",
+				"recreated %s in the workload cluster, which had been deleted", objectName(obj))
+		}
 	}
 	return wrote, nil
 }
 
-// rollingOut is the outcome of a phase that just changed its workloads.
-func rollingOut(what string) outcome {
-	return waiting(v1alpha1.ProgressingReason, "rolling out the new spec of %s", what)
+func objectName(obj client.Object) string {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if obj.GetNamespace() == "" {
+		return kind + " " + obj.GetName()
+	}
+	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
-func (r *Reconciler) exposurePhase(ctx context.Context, s *scope) (outcome, error) {
-	spec := s.hcp.Spec
-	if gw := spec.Gateway; gw != nil {
-		// Gateways are not ours and not in the label-scoped cache.
-		gateway := &gatewayv1.Gateway{}
-		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
-		if apierrors.IsNotFound(err) {
-			return problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), nil
-		}
-		if err != nil {
-			return outcome{}, err
-		}
-		listener, err := contract.FindGatewayListener(gateway)
-		if err != nil {
-			return problem(v1alpha1.GatewayListenerReason, "%v", err), nil
-		}
-		s.in.Listener = &listener
-	}
-	objs := components.Exposure(s.in)
-	if _, err := r.apply(ctx, objs...); err != nil {
-		return outcome{}, err
-	}
-	// Nothing is reported reachable before the Gateway routes to it.
-	for _, obj := range objs {
-		if route, ok := obj.(*gatewayv1.TLSRoute); ok {
-			if out, accepted := r.routeAccepted(ctx, route); !accepted {
-				return out, nil
-			}
-		}
-	}
-	host, port, err := r.endpoint(ctx, s)
-	if err != nil {
-		return outcome{}, err
-	}
-	if host == "" || port == 0 {
-		out := waiting(v1alpha1.EndpointPendingReason, "waiting for an address of Service %s (type %s)",
-			s.in.APIServerServiceName(), s.in.ExposureType())
-		// A NodePort Service waits for a ready node, which is not watched.
-		out.poll = s.in.ExposureType() == corev1.ServiceTypeNodePort
-		return out, nil
-	}
-	// What the user set stays; what is missing is filled in once.
-	endpoint := &s.hcp.Spec.ControlPlaneEndpoint
-	if endpoint.Host == "" {
-		endpoint.Host = host
-	}
-	if endpoint.Port == 0 {
-		endpoint.Port = port
-	}
-	s.in.Endpoint = *endpoint
-	return ready(fmt.Sprintf("served at https://%s:%d", s.in.Endpoint.Host, s.in.Endpoint.Port)), nil
-}
-
-// routeAccepted reads what the Gateway says of a TLSRoute it should route:
-// accepted, with its references resolved, for the route's current spec.
-// Otherwise the outcome carries the Gateway's own reason and message.
-func (r *Reconciler) routeAccepted(ctx context.Context, want *gatewayv1.TLSRoute) (outcome, bool) {
-	parent := want.Spec.ParentRefs[0]
-	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
-	name := want.Namespace + "/" + want.Name
-	pending := waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
-	route := &gatewayv1.TLSRoute{}
-	if err := r.client.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
-		return pending, false
-	}
-	for _, st := range route.Status.Parents {
-		if !sameParent(st.ParentRef, parent, route.Namespace) {
-			continue
-		}
-		for _, check := range []struct {
-			condition gatewayv1.RouteConditionType
-			reason    string
-			says      string
-		}{
-			{gatewayv1.RouteConditionAccepted, v1alpha1.RouteNotAcceptedReason, "does not accept"},
-			{gatewayv1.RouteConditionResolvedRefs, v1alpha1.RouteRefsUnresolvedReason, "cannot resolve the backend of"},
-		} {
-			c := apimeta.FindStatusCondition(st.Conditions, string(check.condition))
-			switch {
-			case c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Generation):
-				return pending, false // not yet seen, or seen before the current spec
-			case c.Status != metav1.ConditionTrue:
-				return problem(check.reason, "Gateway %s %s TLSRoute %s: %s: %s", gw, check.says, name, c.Reason, c.Message), false
-			}
-		}
-		return outcome{}, true
-	}
-	return pending, false
-}
-
-// sameParent tells whether a route's status is about the parent it names;
-// an unset namespace is the route's own.
-func sameParent(got, want gatewayv1.ParentReference, routeNamespace string) bool {
-	ns := func(p gatewayv1.ParentReference) gatewayv1.Namespace {
-		return ptr.Deref(p.Namespace, gatewayv1.Namespace(routeNamespace))
-	}
-	return got.Name == want.Name && ns(got) == ns(want) && ptr.Deref(got.SectionName, "") == ptr.Deref(want.SectionName, "")
-}
-
-// endpoint is where the API server is reached: the gateway hostname, or the
-// address of the exposure Service; empty while there is none yet. It also
-// records the konnectivity server's port, which comes from the same place.
-func (r *Reconciler) endpoint(ctx context.Context, s *scope) (string, int32, error) {
-	if l := s.in.Listener; l != nil {
-		s.in.KonnectivityPort = l.Port
-		ep := l.Endpoint(s.in.ClusterName(), s.in.Namespace())
-		return ep.Host, ep.Port, nil
-	}
-	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerServiceName()}
-	if err := r.client.Get(ctx, key, svc); err != nil {
-		return "", 0, client.IgnoreNotFound(err)
-	}
-	s.in.KonnectivityPort = components.KonnectivityServicePort(svc)
-	host, port, ok := components.ServiceEndpoint(s.hcp, svc)
-	if !ok {
-		return "", 0, nil
-	}
-	if host == "" && svc.Spec.Type == corev1.ServiceTypeNodePort {
-		var err error
-		if host, err = r.nodeAddress(ctx); err != nil {
-			return "", 0, err
-		}
-	}
-	return host, port, nil
-}
-
-// nodeAddress is where a NodePort Service is reached when the user named
-// no host: the external address of the first ready node of the management
-// cluster by name, or its internal one. Nodes are not ours, so they are read
-// past the label-scoped cache, and only until the endpoint is recorded.
-func (r *Reconciler) nodeAddress(ctx context.Context) (string, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.apiReader.List(ctx, nodes); err != nil {
-		return "", fmt.Errorf("list nodes for a NodePort address: %w", err)
-	}
-	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	for _, n := range nodes.Items {
-		if !nodeReady(&n) {
-			continue
-		}
-		for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
-			for _, a := range n.Status.Addresses {
-				if a.Type == t && a.Address != "" {
-					return a.Address, nil
-				}
-			}
-		}
-	}
-	return "", nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func (r *Reconciler) certificatesPhase(ctx context.Context, s *scope) (outcome, error) {
-	objs := components.PKI(s.in)
-	if _, err := r.apply(ctx, objs...); err != nil {
-		return outcome{}, err
-	}
-	var pending []string
-	for _, obj := range objs {
-		want, ok := obj.(*cmv1.Certificate)
-		if !ok {
-			continue
-		}
-		cert := &cmv1.Certificate{}
-		if err := r.client.Get(ctx, client.ObjectKeyFromObject(want), cert); err != nil || !certificateReady(cert) {
-			pending = append(pending, want.Name)
-			continue
-		}
-		secret := &corev1.Secret{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: want.Namespace, Name: want.Spec.SecretName}, secret); err != nil {
-			pending = append(pending, want.Name)
-			continue
-		}
-		s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
-	}
-	if len(pending) > 0 {
-		return waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
-			len(pending), countCertificates(objs), strings.Join(pending, ", ")), nil
-	}
-	return ready(fmt.Sprintf("all %d certificates issued", countCertificates(objs))), nil
-}
-
-func certificateReady(c *cmv1.Certificate) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == cmv1.CertificateConditionReady {
-			return cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == c.Generation
-		}
-	}
-	return false
-}
-
-func countCertificates(objs []client.Object) int {
-	n := 0
-	for _, o := range objs {
-		if _, ok := o.(*cmv1.Certificate); ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *Reconciler) kubeconfigPhase(ctx context.Context, s *scope) (outcome, error) {
-	configs, err := components.Configs(s.in)
-	if err != nil {
-		return outcome{}, err
-	}
-	for _, obj := range configs {
-		if secret, ok := obj.(*corev1.Secret); ok {
-			s.in.SecretHashes[secret.Name] = secretHash(secret.Data)
-		}
-	}
-	admin := &corev1.Secret{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.AdminCertSecret()}, admin); err != nil {
-		return outcome{}, fmt.Errorf("read admin certificate: %w", err)
-	}
-	kubeconfig, err := components.ClusterKubeconfig(s.in, admin)
-	if err != nil {
-		return outcome{}, err
-	}
-	if _, err := r.apply(ctx, append(configs, kubeconfig)...); err != nil {
-		return outcome{}, err
-	}
-	s.kubeconfig = kubeconfig.Data["value"]
-	return ready("Secret " + kubeconfig.Name + " holds the admin kubeconfig"), nil
-}
-
-func (r *Reconciler) etcdPhase(ctx context.Context, s *scope) (outcome, error) {
-	if out, changing := r.etcdMembershipChange(ctx, s); changing {
-		return out, nil
-	}
-	objs := components.Etcd(s.in)
-	wrote, err := r.apply(ctx, objs...)
-	if err != nil {
-		return outcome{}, err
-	}
-	if err := r.prune(ctx, s, contract.EtcdComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
-		return outcome{}, err
-	}
-	if wrote {
-		return rollingOut("etcd"), nil
-	}
-	sts := &appsv1.StatefulSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
-		return outcome{}, err
-	}
-	want := s.in.EtcdReplicas()
-	st := sts.Status
-	if st.ObservedGeneration < sts.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want ||
-		st.Replicas != want || (st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision) {
-		return waiting(v1alpha1.ProgressingReason, "%d of %d etcd members ready, %d up to date",
-			st.ReadyReplicas, want, st.UpdatedReplicas), nil
-	}
-	return ready(fmt.Sprintf("%d etcd members ready", want)), nil
-}
-
-// etcdMembershipChange refuses to resize a running etcd: new members must be
-// added to the cluster before they start, and removed members removed from
-// it, which this controller does not do yet. Scaling the StatefulSet alone
-// would break quorum or start members that cannot join.
-func (r *Reconciler) etcdMembershipChange(ctx context.Context, s *scope) (outcome, bool) {
-	sts := &appsv1.StatefulSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: contract.EtcdName(s.in.ClusterName())}, sts); err != nil {
-		return outcome{}, false
-	}
-	have, want := ptr.Deref(sts.Spec.Replicas, 0), s.in.EtcdReplicas()
-	if have == want {
-		return outcome{}, false
-	}
-	return problem(v1alpha1.EtcdMembershipReason,
-		"etcd runs %d members and spec.etcd.replicas asks for %d: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to %d",
-		have, want, have), true
-}
-
-func (r *Reconciler) apiServerPhase(ctx context.Context, s *scope) (outcome, error) {
-	objs := components.APIServer(s.in)
-	wrote, err := r.apply(ctx, objs...)
-	if err != nil {
-		return outcome{}, err
-	}
-	// Down to one API server, its disruption budget goes.
-	if err := r.prune(ctx, s, contract.APIServerComponent, &policyv1.PodDisruptionBudgetList{}, objs); err != nil {
-		return outcome{}, err
-	}
-	if wrote {
-		return rollingOut("the API servers"), nil
-	}
-	return r.deploymentsReady(ctx, s, s.in.APIServerName())
-}
-
-func (r *Reconciler) controllersPhase(ctx context.Context, s *scope) (outcome, error) {
-	wrote, err := r.apply(ctx, append(components.ControllerManager(s.in), components.Scheduler(s.in)...)...)
-	if err != nil || wrote {
-		return rollingOut("the controller manager and scheduler"), err
-	}
-	return r.deploymentsReady(ctx, s, s.in.ControllerManagerName(), s.in.SchedulerName())
-}
-
-// deploymentsReady is done when every named Deployment has rolled out: all
-// replicas updated and available, none of an old revision left.
-func (r *Reconciler) deploymentsReady(ctx context.Context, s *scope, names ...string) (outcome, error) {
-	var progress []string
-	for _, name := range names {
-		d := &appsv1.Deployment{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: name}, d); err != nil {
-			return outcome{}, err
-		}
-		want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status
-		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-			progress = append(progress, fmt.Sprintf("%s: %d of %d available, %d up to date", name, st.AvailableReplicas, want, st.UpdatedReplicas))
-		}
-	}
-	if len(progress) > 0 {
-		return waiting(v1alpha1.ProgressingReason, "%s", strings.Join(progress, "; ")), nil
-	}
-	return ready(strings.Join(names, ", ") + " rolled out"), nil
-}
-
-// prune deletes objects of list's kind and component that the control plane
-// owns but no longer renders among objs. The component keeps one phase from
-// pruning what another renders; the kind keeps a Deployment or Service from
-// sparing the budget of the same name.
-func (r *Reconciler) prune(ctx context.Context, s *scope, component string, list client.ObjectList, objs []client.Object) error {
+// prune deletes objects of the kinds a component prunes, of its component
+// label and owned by the control plane, that it no longer renders among
+// objs. The component label keeps one component from pruning what another
+// renders; the kind keeps a Deployment or Service from sparing the budget
+// of the same name.
+func (r *Reconciler) prune(ctx context.Context, s *scope, on side, p components.Pruned, objs []client.Object) error {
+	component, kinds := p.Prunes()
 	scheme := r.client.Scheme()
-	listKind, err := apiutil.GVKForObject(list, scheme)
-	if err != nil {
-		return err
-	}
-	kind := strings.TrimSuffix(listKind.Kind, "List")
-	keep := map[string]bool{}
-	for _, o := range objs {
-		gvk, err := apiutil.GVKForObject(o, scheme)
+	for _, list := range kinds {
+		listKind, err := apiutil.GVKForObject(list, scheme)
 		if err != nil {
 			return err
 		}
-		if gvk.Group == listKind.Group && gvk.Kind == kind {
-			keep[o.GetName()] = true
+		kind := strings.TrimSuffix(listKind.Kind, "List")
+		keep := map[string]bool{}
+		for _, o := range objs {
+			gvk, err := apiutil.GVKForObject(o, scheme)
+			if err != nil {
+				return err
+			}
+			if gvk.Group == listKind.Group && gvk.Kind == kind {
+				keep[o.GetName()] = true
+			}
+		}
+		if _, err := on.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.hcp.Namespace),
+			client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name, contract.ComponentLabel: component}); err != nil {
+			return err
 		}
 	}
-	_, err = r.applier.Prune(ctx, list, s.hcp.UID, keep, client.InNamespace(s.in.Namespace()),
-		client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name, contract.ComponentLabel: component})
-	return err
+	return nil
 }
 
-// secretHash is a digest of a Secret's data in key order.
-func secretHash(data map[string][]byte) string {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
+// recordKubeconfig keeps the admin kubeconfig among objs, which the probe
+// then asks with: the one this pass wrote.
+func (s *scope) recordKubeconfig(objs []client.Object) {
+	for _, obj := range objs {
+		if secret, ok := obj.(*corev1.Secret); ok && secret.Name == contract.ClusterKubeconfigName(s.cluster.Name) {
+			s.kubeconfig = secret.Data["value"]
+		}
 	}
-	slices.Sort(keys)
-	h := sha256.New()
-	for _, k := range keys {
-		_, _ = h.Write([]byte(k))
-		_, _ = h.Write(data[k])
+}
+
+// failure turns an error into the outcome that explains it.
+func failure(err error) readiness.Outcome {
+	var conflict *apply.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return readiness.Problem(v1alpha1.ConflictReason, "%v", err)
+	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), cmv1.SchemeGroupVersion.Group):
+		return readiness.Problem(v1alpha1.CertManagerMissingReason, "cert-manager's CRDs are not installed: install cert-manager (v1.21 or later); retrying")
+	case apimeta.IsNoMatchError(err) && strings.Contains(err.Error(), gatewayv1.GroupName):
+		return readiness.Problem(v1alpha1.GatewayAPIMissingReason, "Gateway API CRDs (Gateway, TLSRoute v1) are not installed; install them or remove spec.gateway")
+	default:
+		return readiness.Problem(v1alpha1.ApplyFailedReason, "%v", err)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +19,8 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -40,10 +38,10 @@ const (
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
 type Reconciler struct {
 	client client.Client
-	// apiReader reads past the label-scoped cache: Gateways, which are not
-	// ours, and objects of our names that someone else created.
+	// apiReader reads past the label-scoped cache: Gateways and Nodes, which
+	// are not ours, and objects of our names that someone else created.
 	apiReader client.Reader
-	settings  components.Settings
+	settings  render.Settings
 	recorder  events.EventRecorder
 	// prober tells whether the API server answers through a kubeconfig.
 	prober Prober
@@ -58,7 +56,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler that reads through c, normally backed
 // by the manager's label-scoped cache, and past it through apiReader, and
 // reaches workload clusters through clusters.
-func NewReconciler(c client.Client, apiReader client.Reader, settings components.Settings, recorder events.EventRecorder,
+func NewReconciler(c client.Client, apiReader client.Reader, settings render.Settings, recorder events.EventRecorder,
 	prober Prober, clusters WorkloadClusters,
 ) *Reconciler {
 	return &Reconciler{
@@ -67,17 +65,28 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings components
 	}
 }
 
-// scope is what one pass over a control plane knows, and what it observed:
-// the status is computed from it in one place (status.go).
+// scope is what one pass over a control plane knows and what it recorded:
+// the Input it built once from what it observed (observe.go), how far its
+// phases got (phases.go), and what the API server said. The status is
+// computed from it in one place (status.go).
 type scope struct {
 	hcp     *v1alpha1.HostedControlPlane
 	cluster *clusterv1.Cluster
-	in      *components.Input
-	// kubeconfig is the admin kubeconfig, once written.
-	kubeconfig []byte
+	// in is the pass's Input, built once by observe and then only read.
+	in render.Input
+	// held are outcomes observation decided before anything renders, by
+	// condition: the Cluster's (ClusterReady) and what could not be observed
+	// yet (a missing Gateway holds ExposureReady).
+	held map[string]readiness.Outcome
+	// facts are what the status counts; nil until the Input is built.
+	facts *facts
+	// done are the management phases done in this pass.
+	done map[string]bool
 	// blocked is the first phase of this pass that is not done; nil when
 	// every phase is.
 	blocked *blockedPhase
+	// kubeconfig is the admin kubeconfig, when this pass wrote it.
+	kubeconfig []byte
 	// probed tells whether this pass asked the API server; answer is what
 	// it said (nil: it answered).
 	probed bool
@@ -87,7 +96,7 @@ type scope struct {
 // blockedPhase is a phase that ended a pass, and how.
 type blockedPhase struct {
 	condition string
-	outcome
+	readiness.Outcome
 }
 
 // answered tells whether the API server answered in this pass.
@@ -115,16 +124,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	s := &scope{hcp: hcp, cluster: cluster}
 	defer func() {
-		r.updateStatus(ctx, s)
-		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+		updateStatus(s)
+		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: ownedConditions()}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("patch HostedControlPlane: %w", err)})
 		}
 	}()
 
 	if cluster == nil {
-		setCondition(hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason,
-			"waiting for a Cluster whose spec.controlPlaneRef names this control plane; Cluster API then sets the owner reference")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil // the Cluster's watch brings us back; updateStatus says what we wait for
 	}
 	if !hcp.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
@@ -136,10 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.reconcileNormal(ctx, s)
 }
 
-// reconcileNormal runs the phases in order until one is not done, then
-// probes the API server.
+// reconcileNormal observes, keeps the management side phase by phase until
+// one is not done, probes the API server and, once it answers, keeps the
+// workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	r.runPhases(ctx, s)
+	r.observe(ctx, s)
+	r.run(ctx, s, r.management(), managementPhases())
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server
@@ -147,76 +156,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if s.blocked == nil || ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
 		r.probe(ctx, s)
 	}
-	if b := s.blocked; b != nil && b.warn {
+	if b := s.blocked; b != nil && b.Warn {
 		// A bad situation: retry with backoff.
-		return ctrl.Result{}, fmt.Errorf("%s: %s", b.reason, b.message)
+		return ctrl.Result{}, fmt.Errorf("%s: %s", b.Reason, b.Message)
 	}
 	if !s.answered() {
-		markWorkloadWaiting(s.hcp, r.addons())
-		if s.probed || s.blocked.poll {
+		if s.probed || s.blocked.Poll {
 			return ctrl.Result{RequeueAfter: retryInterval}, nil
 		}
 		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
 	}
-	// The workload cluster's add-ons come once the API server answers; their
-	// failures are theirs and leave the control plane Available.
+	// The workload cluster's components come once the API server answers;
+	// their failures are theirs and leave the control plane Available.
 	if err := r.reconcileWorkload(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: probeInterval}, nil
-}
-
-// runPhases runs the phases in order, each recording its condition, and
-// stops at the first that is not done.
-func (r *Reconciler) runPhases(ctx context.Context, s *scope) {
-	for i, p := range r.phases() {
-		out, err := p.run(ctx, s)
-		if err != nil {
-			out = failure(err)
-		}
-		r.record(s.hcp, p.condition, out)
-		if !out.done {
-			s.blocked = &blockedPhase{condition: p.condition, outcome: out}
-			r.markWaiting(s.hcp, i)
-			return
-		}
-	}
-}
-
-// record sets a condition from an outcome. A bad situation is told in a
-// Warning event when it is new, not again on every retry of the same one.
-func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out outcome) {
-	var was metav1.Condition
-	if c := conditions.Get(hcp, condition); c != nil {
-		was = *c // setCondition changes it in place
-	}
-	setCondition(hcp, condition, boolStatus(out.done), out.reason, out.message)
-	if out.warn && (was.Reason != out.reason || was.Message != out.message) {
-		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.reason, condition, out.message)
-	}
-}
-
-// markWaiting says what the phases after the i-th wait for; those that have
-// observed something already keep it.
-func (r *Reconciler) markWaiting(hcp *v1alpha1.HostedControlPlane, i int) {
-	phases := r.phases()
-	for _, later := range phases[i+1:] {
-		if c := conditions.Get(hcp, later.condition); c == nil || c.Reason == v1alpha1.WaitingReason {
-			setCondition(hcp, later.condition, metav1.ConditionFalse, v1alpha1.WaitingReason,
-				"waiting for "+phases[i].condition)
-		}
-	}
-}
-
-func setCondition(hcp *v1alpha1.HostedControlPlane, t string, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(hcp, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: hcp.Generation,
-	})
-}
-
-func boolStatus(ok bool) metav1.ConditionStatus {
-	if ok {
-		return metav1.ConditionTrue
-	}
-	return metav1.ConditionFalse
 }

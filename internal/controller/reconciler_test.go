@@ -1,19 +1,27 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // A bad situation is told once when it begins and again only when it
@@ -22,12 +30,12 @@ func TestRecordTellsNewSituationsOnce(t *testing.T) {
 	recorder := events.NewFakeRecorder(10)
 	r := &Reconciler{recorder: recorder}
 	hcp := &v1alpha1.HostedControlPlane{}
-	missing := problem(v1alpha1.GatewayNotFoundReason, "Gateway capi-system/capi does not exist")
-	noListener := problem(v1alpha1.GatewayListenerReason, "the Gateway capi-system/capi has no listener")
-	for _, out := range []outcome{
+	missing := readiness.Problem(v1alpha1.GatewayNotFoundReason, "Gateway capi-system/capi does not exist")
+	noListener := readiness.Problem(v1alpha1.GatewayListenerReason, "the Gateway capi-system/capi has no listener")
+	for _, out := range []readiness.Outcome{
 		missing, missing, missing, // retries of one situation
 		noListener, noListener, // a new one
-		waiting(v1alpha1.EndpointPendingReason, "waiting for an address"),
+		readiness.Waiting(v1alpha1.EndpointPendingReason, "waiting for an address"),
 		missing, // back again
 	} {
 		r.record(hcp, v1alpha1.ExposureReadyCondition, out)
@@ -44,34 +52,62 @@ func TestRecordTellsNewSituationsOnce(t *testing.T) {
 	}, told)
 }
 
-// Phases run in the order a rollout needs, and every condition the
-// controller writes is one it owns, so the patch helper keeps it on a
-// conflict.
-func TestPhasesAndOwnedConditions(t *testing.T) {
-	r := &Reconciler{}
-	var order []string
-	for _, p := range r.phases() {
-		order = append(order, p.condition)
+func conditionsOf(phases []phase) []string {
+	var out []string
+	for _, p := range phases {
+		out = append(out, p.condition)
 	}
+	return out
+}
+
+// Phases run in the order a rollout needs, components that share a
+// condition form one phase, and every condition the controller writes is
+// one it owns, so the patch helper keeps it on a conflict.
+func TestPhasesAndOwnedConditions(t *testing.T) {
+	management := managementPhases()
 	assert.Equal(t, []string{
 		v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition, v1alpha1.CertificatesReadyCondition,
 		v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition, v1alpha1.APIServerReadyCondition,
 		v1alpha1.ControllersReadyCondition,
-	}, order, "etcd before the API servers before the controllers")
-	written := append([]string{v1alpha1.AvailableCondition}, order...)
-	for _, a := range r.addons() {
-		written = append(written, a.condition)
+	}, conditionsOf(management), "etcd before the API servers before the controllers")
+	names := map[string][]string{}
+	for _, p := range management {
+		for _, c := range p.components {
+			names[p.condition] = append(names[p.condition], c.Name())
+		}
 	}
-	assert.ElementsMatch(t, written, ownedConditions)
+	assert.Empty(t, names[v1alpha1.ClusterReadyCondition], "building the Input decides ClusterReady")
+	assert.Equal(t, []string{"configs", "cluster-kubeconfig"}, names[v1alpha1.KubeconfigReadyCondition])
+	assert.Equal(t, []string{"controller-manager", "scheduler"}, names[v1alpha1.ControllersReadyCondition])
+
+	workload := workloadPhases()
+	assert.Equal(t, []string{
+		v1alpha1.NodeJoinReadyCondition, v1alpha1.KubernetesServiceReadyCondition, v1alpha1.CoreDNSReadyCondition,
+		v1alpha1.KubeProxyReadyCondition, v1alpha1.KonnectivityAgentReadyCondition,
+	}, conditionsOf(workload))
+
+	written := append(append([]string{v1alpha1.AvailableCondition}, conditionsOf(management)...), conditionsOf(workload)...)
+	assert.ElementsMatch(t, written, ownedConditions())
+}
+
+// Only neighbours share a phase: a condition that comes back later in a list
+// is a phase of its own.
+func TestPhasesOfGroupsNeighbours(t *testing.T) {
+	list := []components.Component{
+		&fakeComponent{name: "a", condition: "A"}, &fakeComponent{name: "b", condition: "A"},
+		&fakeComponent{name: "c", condition: "B"}, &fakeComponent{name: "d", condition: "A"},
+	}
+	phases := phasesOf(list)
+	assert.Equal(t, []string{"A", "B", "A"}, conditionsOf(phases))
+	assert.Len(t, phases[0].components, 2)
 }
 
 // markWaiting tells the later phases what they wait for, but keeps what a
 // later phase observed before.
 func TestMarkWaitingKeepsObservations(t *testing.T) {
-	r := &Reconciler{}
 	hcp := &v1alpha1.HostedControlPlane{}
 	setCondition(hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason, "rolled out")
-	r.markWaiting(hcp, 2) // CertificatesReady is not done
+	markWaiting(hcp, managementPhases(), 2) // CertificatesReady is not done
 	for _, c := range []string{v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition, v1alpha1.ControllersReadyCondition} {
 		got := conditions.Get(hcp, c)
 		if assert.NotNil(t, got, c) {
@@ -80,6 +116,7 @@ func TestMarkWaitingKeepsObservations(t *testing.T) {
 		}
 	}
 	assert.Equal(t, v1alpha1.ReadyReason, conditions.Get(hcp, v1alpha1.APIServerReadyCondition).Reason)
+	assert.Nil(t, conditions.Get(hcp, v1alpha1.ExposureReadyCondition), "an earlier phase is left alone")
 }
 
 // Errors become the outcome that names the situation, each a bad one that
@@ -98,8 +135,113 @@ func TestFailureNamesTheSituation(t *testing.T) {
 		{errors.New("connection refused"), v1alpha1.ApplyFailedReason},
 	} {
 		out := failure(tc.err)
-		assert.True(t, out.warn, tc.reason)
-		assert.False(t, out.done, tc.reason)
-		assert.Equal(t, tc.reason, out.reason)
+		assert.True(t, out.Warn, tc.reason)
+		assert.False(t, out.Done, tc.reason)
+		assert.Equal(t, tc.reason, out.Reason)
 	}
+}
+
+// A phase of several components is done when each is, and otherwise says
+// what those not done wait for; one component's outcome is the phase's.
+func TestCombine(t *testing.T) {
+	disabled := readiness.Outcome{Done: true, Reason: v1alpha1.DisabledReason, Message: "disabled"}
+	pollA := readiness.Waiting(v1alpha1.EndpointPendingReason, "a waits")
+	pollA.Poll = true
+	for name, tc := range map[string]struct {
+		outs []readiness.Outcome
+		want readiness.Outcome
+	}{
+		"one":             {[]readiness.Outcome{disabled}, disabled},
+		"all done":        {[]readiness.Outcome{readiness.Ready(""), readiness.Ready("Secret k holds it")}, readiness.Ready("Secret k holds it")},
+		"all done, named": {[]readiness.Outcome{readiness.Ready("a rolled out"), readiness.Ready("b rolled out")}, readiness.Ready("a rolled out; b rolled out")},
+		"one waits": {
+			[]readiness.Outcome{readiness.Ready("a rolled out"), readiness.RollingOut("b")},
+			readiness.RollingOut("b"),
+		},
+		"both wait": {
+			[]readiness.Outcome{pollA, readiness.Waiting(v1alpha1.ProgressingReason, "b: 1 of 2 available")},
+			readiness.Outcome{Poll: true, Reason: v1alpha1.EndpointPendingReason, Message: "a waits; b: 1 of 2 available"},
+		},
+	} {
+		assert.Equal(t, tc.want, combine(tc.outs), name)
+	}
+}
+
+// fakeComponent renders nothing and is as ready as it is told.
+type fakeComponent struct {
+	name, condition string
+	out             readiness.Outcome
+	err             error
+	rendered        bool
+}
+
+func (f *fakeComponent) Name() string      { return f.name }
+func (f *fakeComponent) Condition() string { return f.condition }
+func (f *fakeComponent) Render(render.Input) ([]client.Object, error) {
+	f.rendered = true
+	return nil, f.err
+}
+
+func (f *fakeComponent) Ready(context.Context, client.Reader, render.Input, readiness.Applied) (readiness.Outcome, error) {
+	return f.out, nil
+}
+
+// onFakeCluster is a Reconciler and a side on an empty fake cluster.
+func onFakeCluster() (*Reconciler, side) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
+	return &Reconciler{client: c, recorder: events.NewFakeRecorder(10)}, side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: c}}
+}
+
+// The management side stops at the first phase that is not done, which then
+// holds Available, and the later ones wait for it; an outcome observation
+// decided stands for its phase without rendering anything.
+func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
+	r, on := onFakeCluster()
+	on.ordered = true
+	exposure := &fakeComponent{name: "exposure", condition: v1alpha1.ExposureReadyCondition, out: readiness.Ready("served")}
+	certs := &fakeComponent{name: "pki", condition: v1alpha1.CertificatesReadyCondition, out: readiness.Waiting(v1alpha1.IssuingReason, "issuing")}
+	etcd := &fakeComponent{name: "etcd", condition: v1alpha1.EtcdReadyCondition, out: readiness.Ready("ready")}
+	phases := append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf([]components.Component{exposure, certs, etcd})...)
+	s := &scope{
+		hcp:  &v1alpha1.HostedControlPlane{},
+		held: map[string]readiness.Outcome{v1alpha1.ClusterReadyCondition: readiness.Ready("Cluster demo is ready")},
+		done: map[string]bool{},
+	}
+
+	assert.Empty(t, r.run(t.Context(), s, on, phases))
+	require.NotNil(t, s.blocked)
+	assert.Equal(t, v1alpha1.CertificatesReadyCondition, s.blocked.condition)
+	assert.Equal(t, map[string]bool{v1alpha1.ClusterReadyCondition: true, v1alpha1.ExposureReadyCondition: true}, s.done)
+	assert.False(t, etcd.rendered, "a phase after the one not done does not run")
+	assert.Equal(t, "waiting for "+v1alpha1.CertificatesReadyCondition, conditions.Get(s.hcp, v1alpha1.EtcdReadyCondition).Message)
+	assert.Equal(t, "served", conditions.Get(s.hcp, v1alpha1.ExposureReadyCondition).Message)
+
+	// A Gateway that does not exist holds the exposure before it renders.
+	exposure.rendered = false
+	s.held[v1alpha1.ExposureReadyCondition] = readiness.Problem(v1alpha1.GatewayNotFoundReason, "no Gateway")
+	s.blocked, s.done = nil, map[string]bool{}
+	r.run(t.Context(), s, on, phases)
+	assert.False(t, exposure.rendered)
+	assert.Equal(t, v1alpha1.ExposureReadyCondition, s.blocked.condition)
+	assert.True(t, s.blocked.Warn)
+}
+
+// On the workload side each phase stands alone: one that fails is told, and
+// the others are still kept.
+func TestRunKeepsEveryWorkloadPhase(t *testing.T) {
+	r, on := onFakeCluster()
+	on.repairs = true
+	join := &fakeComponent{name: "join", condition: v1alpha1.NodeJoinReadyCondition, err: errors.New("no cluster CA yet")}
+	dns := &fakeComponent{name: "coredns", condition: v1alpha1.CoreDNSReadyCondition, out: readiness.Waiting(v1alpha1.ProgressingReason, "rolling")}
+	proxy := &fakeComponent{name: "kube-proxy", condition: v1alpha1.KubeProxyReadyCondition, out: readiness.Ready("rolled out")}
+	s := &scope{hcp: &v1alpha1.HostedControlPlane{}}
+
+	problems := r.run(t.Context(), s, on, phasesOf([]components.Component{join, dns, proxy}))
+	assert.Equal(t, []error{errors.New("NodeJoinReady: no cluster CA yet")}, problems)
+	assert.Nil(t, s.blocked, "nothing on the workload side holds the control plane")
+	assert.True(t, dns.rendered)
+	assert.True(t, proxy.rendered)
+	assert.Equal(t, v1alpha1.ApplyFailedReason, conditions.Get(s.hcp, v1alpha1.NodeJoinReadyCondition).Reason)
+	assert.Equal(t, v1alpha1.ProgressingReason, conditions.Get(s.hcp, v1alpha1.CoreDNSReadyCondition).Reason)
+	assert.Equal(t, metav1.ConditionTrue, conditions.Get(s.hcp, v1alpha1.KubeProxyReadyCondition).Status)
 }

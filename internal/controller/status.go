@@ -1,62 +1,145 @@
 package controller
 
 import (
-	"context"
 	"fmt"
-	"slices"
 
 	"github.com/blang/semver/v4"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// updateStatus computes the status from what is observed, in one place.
-func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
-	st := &s.hcp.Status
-	st.ObservedGeneration = s.hcp.Generation
-	st.ExternalManagedControlPlane = ptr.To(true)
-	c := available(s)
-	setCondition(s.hcp, c.Type, c.Status, c.Reason, c.Message)
-	if s.in == nil {
-		return
-	}
-	st.Selector = s.in.SelectorString(contract.APIServerComponent)
+// This file is the one place that writes the status: the conditions, each
+// from an outcome, and the rest computed at the end of a pass from what the
+// pass recorded in its scope.
 
-	d := &appsv1.Deployment{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.APIServerName()}, d); err == nil {
+// ownedConditions are the conditions this controller writes; on a conflict
+// the patch helper keeps its own.
+func ownedConditions() []string {
+	owned := []string{v1alpha1.AvailableCondition}
+	for _, p := range append(managementPhases(), workloadPhases()...) {
+		owned = append(owned, p.condition)
+	}
+	return owned
+}
+
+// record sets a condition from an outcome. A bad situation is told in a
+// Warning event when it is new, not again on every retry of the same one.
+func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out readiness.Outcome) {
+	var was metav1.Condition
+	if c := conditions.Get(hcp, condition); c != nil {
+		was = *c // setCondition changes it in place
+	}
+	setCondition(hcp, condition, boolStatus(out.Done), out.Reason, out.Message)
+	if out.Warn && (was.Reason != out.Reason || was.Message != out.Message) {
+		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.Reason, condition, out.Message)
+	}
+}
+
+// markWaiting says what the phases after the i-th wait for; those that have
+// observed something already keep it.
+func markWaiting(hcp *v1alpha1.HostedControlPlane, phases []phase, i int) {
+	for _, later := range phases[i+1:] {
+		if c := conditions.Get(hcp, later.condition); c == nil || c.Reason == v1alpha1.WaitingReason {
+			setCondition(hcp, later.condition, metav1.ConditionFalse, v1alpha1.WaitingReason,
+				"waiting for "+phases[i].condition)
+		}
+	}
+}
+
+// markUnreachable says that the workload cluster cannot be reached.
+func markUnreachable(hcp *v1alpha1.HostedControlPlane, err error) {
+	for _, p := range workloadPhases() {
+		setCondition(hcp, p.condition, metav1.ConditionFalse, v1alpha1.WorkloadUnreachableReason,
+			"cannot reach the workload cluster through Cluster API's cluster cache: "+err.Error())
+	}
+}
+
+func setCondition(hcp *v1alpha1.HostedControlPlane, t string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(hcp, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: hcp.Generation,
+	})
+}
+
+func boolStatus(ok bool) metav1.ConditionStatus {
+	if ok {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+// updateStatus computes what the pass recorded into the control plane: the
+// endpoint it is served at, and the status.
+func updateStatus(s *scope) {
+	hcp, st := s.hcp, &s.hcp.Status
+	st.ObservedGeneration = hcp.Generation
+	st.ExternalManagedControlPlane = ptr.To(true)
+	if s.cluster == nil {
+		setCondition(hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason,
+			"waiting for a Cluster whose spec.controlPlaneRef names this control plane; Cluster API then sets the owner reference")
+	}
+	c := available(s)
+	setCondition(hcp, c.Type, c.Status, c.Reason, c.Message)
+	if s.answered() {
+		st.Initialization.ControlPlaneInitialized = ptr.To(true)
+	} else if s.held != nil && (s.blocked == nil || !s.blocked.Warn) {
+		// Before the API server first answers, the workload conditions say
+		// what they wait for (a bad situation says it in its own condition);
+		// afterwards they keep what was last observed.
+		for _, p := range workloadPhases() {
+			if conditions.Get(hcp, p.condition) == nil {
+				setCondition(hcp, p.condition, metav1.ConditionFalse, v1alpha1.WaitingForControlPlaneReason,
+					"waiting for the API server to answer")
+			}
+		}
+	}
+	if s.done[v1alpha1.ExposureReadyCondition] {
+		// What the user set stays; what was missing is filled in once, when
+		// the control plane is first served there.
+		hcp.Spec.ControlPlaneEndpoint = s.in.Endpoint
+	}
+	if s.facts == nil {
+		return // no Input: nothing was observed
+	}
+	st.Selector = s.facts.selector
+	if d := s.facts.apiServer; d != nil {
 		st.Replicas = ptr.To(d.Status.Replicas)
 		st.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
 		st.AvailableReplicas = ptr.To(d.Status.AvailableReplicas)
 		st.UpToDateReplicas = ptr.To(d.Status.UpdatedReplicas)
 	}
-	if version, n := r.runningVersion(ctx, s); n > 0 {
-		st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
-		st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
+	if pods := s.facts.apiServerPods; pods != nil {
+		if version, n := runningVersion(pods.Items); n > 0 {
+			st.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
+			st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
+		}
 	}
-	r.observeEtcd(ctx, s)
+	// etcd reports the members whose pods exist and the smallest volume a
+	// member has been given; one whose objects cannot be read keeps what was
+	// reported before.
+	if pods := s.facts.etcdPods; pods != nil {
+		st.Etcd.Members = etcd.Members(pods.Items)
+	}
+	if claims := s.facts.etcdClaims; claims != nil {
+		st.Etcd.VolumeSize = etcd.VolumeSize(claims.Items)
+	}
 }
 
 // runningVersion is the oldest version a ready API server pod runs, and how
 // many are ready. It moves to a new version only once every ready pod runs it.
-func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int32) {
-	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.InNamespace(s.in.Namespace()),
-		client.MatchingLabels(s.in.Selector(contract.APIServerComponent))); err != nil {
-		return "", 0
-	}
+func runningVersion(pods []corev1.Pod) (string, int32) {
 	var oldest *semver.Version
 	var raw string
 	var n int32
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		v, err := v1alpha1.ParseVersion(p.Labels[contract.VersionLabel])
 		if err != nil || !podReady(p) {
 			continue
@@ -69,44 +152,6 @@ func (r *Reconciler) runningVersion(ctx context.Context, s *scope) (string, int3
 	return raw, n
 }
 
-// observeEtcd reports the etcd members whose pods exist, ready or not (the
-// running size admission protects), and the smallest volume a member has
-// been given. An etcd that does not exist yet reports nothing; one whose
-// objects cannot be read keeps what was reported before.
-func (r *Reconciler) observeEtcd(ctx context.Context, s *scope) {
-	st, mine := &s.hcp.Status.Etcd, []client.ListOption{
-		client.InNamespace(s.in.Namespace()), client.MatchingLabels(s.in.Selector(contract.EtcdComponent)),
-	}
-	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, mine...); err == nil {
-		st.Members = nil
-		for _, p := range pods.Items {
-			st.Members = append(st.Members, p.Name)
-		}
-		slices.Sort(st.Members)
-	}
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := r.client.List(ctx, claims, mine...); err == nil {
-		st.VolumeSize = smallestCapacity(claims.Items)
-	}
-}
-
-// smallestCapacity is the smallest storage capacity among bound claims, nil
-// when none is bound.
-func smallestCapacity(claims []corev1.PersistentVolumeClaim) *resource.Quantity {
-	var smallest *resource.Quantity
-	for _, c := range claims {
-		q, ok := c.Status.Capacity[corev1.ResourceStorage]
-		if !ok || c.Status.Phase != corev1.ClaimBound {
-			continue
-		}
-		if smallest == nil || q.Cmp(*smallest) < 0 {
-			smallest = &q
-		}
-	}
-	return smallest
-}
-
 func podReady(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
@@ -117,27 +162,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// probe asks the API server for /readyz through the admin kubeconfig: the
-// one this pass wrote, or, when the pass stopped before writing it, the one
-// written before, which still reaches the API server.
-func (r *Reconciler) probe(ctx context.Context, s *scope) {
-	s.probed = true
-	kubeconfig := s.kubeconfig
-	if kubeconfig == nil {
-		secret := &corev1.Secret{}
-		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: contract.ClusterKubeconfigName(s.cluster.Name)}
-		if err := r.client.Get(ctx, key, secret); err != nil {
-			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
-			return
-		}
-		kubeconfig = secret.Data["value"]
-	}
-	s.answer = r.prober.Probe(ctx, kubeconfig)
-	if s.answer == nil {
-		s.hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	}
 }
 
 // available derives the Available condition from what the pass observed:
@@ -156,10 +180,10 @@ func available(s *scope) metav1.Condition {
 		c.Reason, c.Message = v1alpha1.NotAnsweringReason, "the API server does not answer through the cluster's kubeconfig: "+s.answer.Error()
 	case s.blocked != nil:
 		c.Reason = v1alpha1.WaitingReason
-		if s.blocked.warn {
-			c.Reason = s.blocked.reason
+		if s.blocked.Warn {
+			c.Reason = s.blocked.Reason
 		}
-		c.Message = fmt.Sprintf("the API server cannot answer before %s: %s", s.blocked.condition, s.blocked.message)
+		c.Message = fmt.Sprintf("the API server cannot answer before %s: %s", s.blocked.condition, s.blocked.Message)
 	default:
 		c.Reason, c.Message = v1alpha1.WaitingReason, "waiting for the control plane to be reconciled"
 	}

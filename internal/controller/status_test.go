@@ -5,20 +5,25 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // Available is true only when the API server answered in the pass, and on
 // every other path false with the reason that keeps it from answering.
 func TestAvailable(t *testing.T) {
 	now := metav1.Now()
-	certsPending := &blockedPhase{v1alpha1.CertificatesReadyCondition, outcome{reason: v1alpha1.IssuingReason, message: "waiting for cert-manager"}}
-	noCertManager := &blockedPhase{v1alpha1.CertificatesReadyCondition, outcome{warn: true, reason: v1alpha1.CertManagerMissingReason, message: "install cert-manager"}}
+	certsPending := &blockedPhase{v1alpha1.CertificatesReadyCondition, readiness.Outcome{Reason: v1alpha1.IssuingReason, Message: "waiting for cert-manager"}}
+	noCertManager := &blockedPhase{v1alpha1.CertificatesReadyCondition, readiness.Outcome{Warn: true, Reason: v1alpha1.CertManagerMissingReason, Message: "install cert-manager"}}
 	for name, tc := range map[string]struct {
 		s                       scope
 		status                  metav1.ConditionStatus
@@ -69,23 +74,77 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
-// The reported volume size is the smallest a member has been given, from
-// bound claims only.
-func TestSmallestCapacity(t *testing.T) {
-	claim := func(size string, phase corev1.PersistentVolumeClaimPhase) corev1.PersistentVolumeClaim {
-		c := corev1.PersistentVolumeClaim{}
-		c.Status.Phase = phase
-		if size != "" {
-			c.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}
+// The status is computed at the end of a pass from what the pass recorded:
+// replica counts from the API server Deployment, the version every ready API
+// server pod runs, etcd's members and volume, and the endpoint once served.
+func TestUpdateStatus(t *testing.T) {
+	pod := func(name, version string, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.VersionLabel: version}}}
+		p.Status.Phase = corev1.PodRunning
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
 		}
-		return c
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
 	}
-	assert.Nil(t, smallestCapacity(nil), "no etcd yet")
-	assert.Nil(t, smallestCapacity([]corev1.PersistentVolumeClaim{claim("", corev1.ClaimPending)}), "nothing bound yet")
-	got := smallestCapacity([]corev1.PersistentVolumeClaim{
-		claim("8Gi", corev1.ClaimBound), claim("4Gi", corev1.ClaimBound), claim("1Gi", corev1.ClaimPending),
-	})
-	if assert.NotNil(t, got) {
-		assert.Equal(t, "4Gi", got.String())
+	claim := corev1.PersistentVolumeClaim{}
+	claim.Status.Phase = corev1.ClaimBound
+	claim.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+	deployment := &appsv1.Deployment{Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 1}}
+
+	hcp := &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+	hcp.Spec.ControlPlaneEndpoint.Host = "api.example.com"
+	s := &scope{
+		hcp: hcp, cluster: &clusterv1.Cluster{}, probed: true,
+		in:   render.Input{Observed: render.Observed{Endpoint: clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}}},
+		held: map[string]readiness.Outcome{},
+		done: map[string]bool{v1alpha1.ExposureReadyCondition: true},
+		facts: &facts{
+			selector:  "app.kubernetes.io/instance=demo,app.kubernetes.io/name=kube-apiserver",
+			apiServer: deployment,
+			apiServerPods: &corev1.PodList{Items: []corev1.Pod{
+				pod("a", "v1.36.3", true), pod("b", "v1.35.2", true), pod("c", "v1.34.0", false),
+			}},
+			etcdPods:   &corev1.PodList{Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "demo-etcd-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "demo-etcd-0"}}}},
+			etcdClaims: &corev1.PersistentVolumeClaimList{Items: []corev1.PersistentVolumeClaim{claim}},
+		},
 	}
+	updateStatus(s)
+	st := hcp.Status
+	assert.Equal(t, int64(4), st.ObservedGeneration)
+	assert.True(t, *st.ExternalManagedControlPlane)
+	assert.True(t, *st.Initialization.ControlPlaneInitialized, "the API server answered")
+	assert.Equal(t, "app.kubernetes.io/instance=demo,app.kubernetes.io/name=kube-apiserver", st.Selector)
+	assert.Equal(t, []int32{3, 2, 2, 1}, []int32{*st.Replicas, *st.ReadyReplicas, *st.AvailableReplicas, *st.UpToDateReplicas})
+	assert.Equal(t, []clusterv1.StatusVersion{{Version: "v1.35.2", Replicas: 2}}, st.Versions, "the oldest a ready pod runs")
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, st.Etcd.Members)
+	assert.Equal(t, "2Gi", st.Etcd.VolumeSize.String())
+	assert.Equal(t, clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}, hcp.Spec.ControlPlaneEndpoint, "the node port filled in")
+	assert.Equal(t, metav1.ConditionTrue, conditions.Get(hcp, v1alpha1.AvailableCondition).Status)
+	assert.Nil(t, conditions.Get(hcp, v1alpha1.CoreDNSReadyCondition), "the workload side says for itself")
+
+	// A pass that could not read what the status counts keeps what it said;
+	// one that did not answer says what the workload side waits for.
+	s.facts = &facts{selector: st.Selector}
+	s.probed, s.done = false, map[string]bool{}
+	s.blocked = &blockedPhase{v1alpha1.EtcdReadyCondition, readiness.Waiting(v1alpha1.ProgressingReason, "rolling")}
+	updateStatus(s)
+	assert.Equal(t, int32(3), *hcp.Status.Replicas)
+	assert.Equal(t, "v1.35.2", hcp.Status.Versions[0].Version)
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, hcp.Status.Etcd.Members)
+	assert.Equal(t, v1alpha1.WaitingForControlPlaneReason, conditions.Get(hcp, v1alpha1.CoreDNSReadyCondition).Reason)
+	assert.Equal(t, v1alpha1.WaitingReason, conditions.Get(hcp, v1alpha1.AvailableCondition).Reason)
+}
+
+// Without its Cluster, a control plane says what it waits for and nothing
+// else.
+func TestUpdateStatusWithoutCluster(t *testing.T) {
+	s := &scope{hcp: &v1alpha1.HostedControlPlane{}}
+	updateStatus(s)
+	assert.Equal(t, v1alpha1.WaitingForClusterReason, conditions.Get(s.hcp, v1alpha1.ClusterReadyCondition).Reason)
+	assert.Equal(t, v1alpha1.WaitingForClusterReason, conditions.Get(s.hcp, v1alpha1.AvailableCondition).Reason)
+	assert.Nil(t, conditions.Get(s.hcp, v1alpha1.NodeJoinReadyCondition))
+	assert.Nil(t, s.hcp.Status.Initialization.ControlPlaneInitialized)
+	assert.Empty(t, s.hcp.Status.Selector)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 // The cluster's networks and ports. One local cluster runs on a machine at a
@@ -195,30 +196,30 @@ func (c *Cluster) makeDirs(context.Context) error {
 // writePKI issues the cluster's certificates and writes a kubeconfig for each
 // client.
 func (c *Cluster) writePKI(context.Context) error {
-	ca, err := newCA("local-management-ca")
+	ca, err := pkitest.NewCA("local-management-ca")
 	if err != nil {
 		return err
 	}
-	sa, err := newCA("service-accounts")
+	sa, err := pkitest.NewCA("service-accounts")
 	if err != nil {
 		return err
 	}
 	dir := c.layout.path("pki")
-	if err := ca.write(dir, "ca"); err != nil {
+	if err := ca.Write(dir, "ca"); err != nil {
 		return err
 	}
-	if err := sa.write(dir, "sa"); err != nil {
+	if err := sa.Write(dir, "sa"); err != nil {
 		return err
 	}
-	if err := sa.writePublicKey(dir, "sa"); err != nil {
+	if err := sa.WritePublicKey(dir, "sa"); err != nil {
 		return err
 	}
-	serving, err := ca.issue("kube-apiserver", nil, NodeIP, "127.0.0.1", "10.96.0.1", "localhost",
+	serving, err := ca.Issue("kube-apiserver", nil, NodeIP, "127.0.0.1", "10.96.0.1", "localhost",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 	if err != nil {
 		return err
 	}
-	if err := serving.write(dir, "apiserver"); err != nil {
+	if err := serving.Write(dir, "apiserver"); err != nil {
 		return err
 	}
 	clients := []struct {
@@ -232,11 +233,11 @@ func (c *Cluster) writePKI(context.Context) error {
 		{"kubelet", "system:node:" + NodeName, []string{"system:nodes"}},
 	}
 	for _, cl := range clients {
-		kp, err := ca.issue(cl.user, cl.groups)
+		kp, err := ca.Issue(cl.user, cl.groups)
 		if err != nil {
 			return err
 		}
-		if err := kp.write(dir, cl.name); err != nil {
+		if err := kp.Write(dir, cl.name); err != nil {
 			return err
 		}
 		if err := c.writeKubeconfig(cl.name, kp); err != nil {
@@ -270,8 +271,8 @@ func connect(kubeconfig string) (*rest.Config, client.Client, error) {
 	return cfg, c, err
 }
 
-func (c *Cluster) writeKubeconfig(name string, kp *keyPair) error {
-	key, err := kp.keyPEM()
+func (c *Cluster) writeKubeconfig(name string, kp *pkitest.KeyPair) error {
+	key, err := kp.KeyPEM()
 	if err != nil {
 		return err
 	}
@@ -284,7 +285,7 @@ func (c *Cluster) writeKubeconfig(name string, kp *keyPair) error {
 		Server:                   "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
 		CertificateAuthorityData: ca,
 	}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.certPEM(), ClientKeyData: key}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM(), ClientKeyData: key}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name}
 	cfg.CurrentContext = "local"
 	return clientcmd.WriteToFile(*cfg, c.layout.kubeconfig(name))

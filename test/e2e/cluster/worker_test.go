@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 func TestKubeadmFlags(t *testing.T) {
@@ -29,11 +31,11 @@ func TestKubeadmFlags(t *testing.T) {
 }
 
 func TestCACertHash(t *testing.T) {
-	ca, err := newCA("test-ca")
+	ca, err := pkitest.NewCA("test-ca")
 	require.NoError(t, err)
-	hash, err := CACertHash(ca.certPEM())
+	hash, err := CACertHash(ca.CertPEM())
 	require.NoError(t, err)
-	sum := sha256.Sum256(ca.cert.RawSubjectPublicKeyInfo)
+	sum := sha256.Sum256(ca.Cert.RawSubjectPublicKeyInfo)
 	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), hash)
 	_, err = CACertHash([]byte("not PEM"))
 	assert.Error(t, err)

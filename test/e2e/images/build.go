@@ -91,7 +91,8 @@ func kubeBuild() build {
 // builds are every build, in the order Ensure runs them: what the harness
 // runs as processes first, the upgrade's older release last.
 func builds() []build {
-	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./test/e2e/cmd/cert-manager"),
+	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./cmd/tunnel"),
+		cmd("./test/e2e/cmd/cert-manager"),
 		cmd("./test/e2e/cmd/probe"))
 	own.fresh = true
 	return []build{

@@ -71,6 +71,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{"hostedcp.test/cert-manager:" + CertManagerVersion, []string{"/cert-manager", "--help"}, "-leader-elect"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, []string{"/controller", "--help"}, ""},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-extension:" + DevTag, []string{"/extension", "--help"}, ""},
+		{"ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:" + DevTag, []string{"/tunnel", "--help"}, "usage: tunnel server|node"},
 		{ProbeImage, []string{"/probe", "--version"}, "probe dev"},
 	} {
 		args := append([]string{"run", "--rm", "--net-host", run.ref, fmt.Sprintf("images-test-%d", i)}, run.args...)

@@ -10,9 +10,9 @@
 // OCI tarball under bin/images/, written with go-containerregistry from an
 // empty image, one layer of files and a config with the entrypoint, tagged
 // with the reference the pods name, ready for
-// `ctr -n k8s.io images import`. This repository's own controller and
-// extension, and the cert-manager command built from it, are rebuilt on every
-// call.
+// `ctr -n k8s.io images import`. This repository's own controller,
+// extension and tunnel, and the cert-manager command built from it, are
+// rebuilt on every call.
 //
 // Ensure builds whatever is missing and returns the images; HostBinaries
 // names the Kubernetes and etcd binaries the harness runs as processes.

@@ -78,6 +78,7 @@ func catalog(bin string, netfilter []file) []image {
 		{"hostedcp.test/cert-manager:" + CertManagerVersion, "cert-manager"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, "controller"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-extension:" + DevTag, "extension"},
+		{"ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:" + DevTag, "tunnel"},
 		{ProbeImage, "probe"},
 	} {
 		img := rootImage(own.ref, filepath.Join(bin, "dev", own.binary))

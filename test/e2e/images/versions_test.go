@@ -59,11 +59,11 @@ func TestCatalog(t *testing.T) {
 	for _, want := range []string{
 		"registry.k8s.io/kube-apiserver:" + PreviousKubeVersion, "registry.k8s.io/etcd:" + EtcdTag,
 		"registry.k8s.io/kas-network-proxy/proxy-server:" + KonnectivityVersion, "registry.k8s.io/pause:" + PauseVersion,
-		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", ProbeImage,
+		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", "ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:dev", ProbeImage,
 	} {
 		assert.True(t, refs[want], want)
 	}
-	assert.Len(t, list, 17)
+	assert.Len(t, list, 18)
 	assert.Equal(t, "/bin-root/kube/"+KubeVersion+"/kube-scheduler", list[2].files[0].src)
 	assert.Equal(t, "/usr/local/bin/kube-scheduler", list[2].files[0].path)
 	assert.Equal(t, filepath.Join("root", "bin", "kube", KubeVersion, "etcd"), HostBinaries("root")["etcd"])

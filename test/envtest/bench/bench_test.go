@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
@@ -130,7 +130,7 @@ func BenchmarkReconcile(b *testing.B) {
 	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), components.DefaultSettings(),
+	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(),
 		mgr.GetEventRecorder("bench"), controller.ReadyzProber{Timeout: time.Second}, clusters)
 
 	ns := namespace(ctx, b)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 )
 
 // The checker against a real etcd, as the controller publishes it: it finds

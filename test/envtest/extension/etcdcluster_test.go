@@ -26,6 +26,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 // etcdCluster is a real etcd cluster run from the kube binaries' etcd, one
@@ -39,7 +40,7 @@ import (
 type etcdCluster struct {
 	t                     testing.TB
 	cluster, namespace    string
-	ca                    *testCA
+	ca                    *pkitest.KeyPair
 	serverCert, serverKey []byte
 	clientCert, clientKey []byte
 	dir                   string
@@ -55,10 +56,10 @@ const etcdMembers = 3
 func startEtcd(t testing.TB, cluster, namespace string) *etcdCluster {
 	t.Helper()
 	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir()}
-	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} // etcd's gateway dials itself with it
-	c.serverCert, c.serverKey = c.ca.issue(t, "etcd", []string{contract.EtcdServerName(cluster, namespace)}, nil, both...)
-	c.clientCert, c.clientKey = c.ca.issue(t, "healthcheck", nil, nil, x509.ExtKeyUsageClientAuth)
-	for name, data := range map[string][]byte{"ca.crt": c.ca.PEM, "server.crt": c.serverCert, "server.key": c.serverKey} {
+	// A serving certificate is a client one too: etcd's gateway dials itself with it.
+	c.serverCert, c.serverKey = issue(t, c.ca, "etcd", contract.EtcdServerName(cluster, namespace))
+	c.clientCert, c.clientKey = issue(t, c.ca, "healthcheck")
+	for name, data := range map[string][]byte{"ca.crt": c.ca.CertPEM(), "server.crt": c.serverCert, "server.key": c.serverKey} {
 		require.NoError(t, os.WriteFile(filepath.Join(c.dir, name), data, 0o600))
 	}
 	c.ips, c.clientPort = freeLoopbackAddresses(t, etcdMembers)
@@ -153,7 +154,7 @@ func (c *etcdCluster) client(i int) *clientv3.Client {
 	cert, err := tls.X509KeyPair(c.clientCert, c.clientKey)
 	require.NoError(c.t, err)
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(c.ca.PEM)
+	roots.AppendCertsFromPEM(c.ca.CertPEM())
 	// Named by the certificate's DNS name (gRPC verifies the endpoint's
 	// host), dialled at the member's address.
 	name := net.JoinHostPort(contract.EtcdServerName(c.cluster, c.namespace), strconv.Itoa(c.clientPort))
@@ -236,7 +237,7 @@ func (c *etcdCluster) publish() {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}
 	require.NoError(c.t, k8s.Create(ctx, slice))
-	require.NoError(c.t, k8s.Create(ctx, c.secret(c.clientCert, c.clientKey, c.ca.PEM)))
+	require.NoError(c.t, k8s.Create(ctx, c.secret(c.clientCert, c.clientKey, c.ca.CertPEM())))
 }
 
 func (c *etcdCluster) secret(cert, key, ca []byte) *corev1.Secret {

@@ -1,7 +1,6 @@
 package extension
 
 import (
-	"crypto/x509"
 	"fmt"
 	"testing"
 
@@ -110,11 +109,11 @@ func TestUpgradeGatesFollowControlPlaneHealth(t *testing.T) {
 	// A client certificate from another CA, trusting that CA: the extension
 	// sees every member's serving certificate as untrusted, and tells.
 	foreign := newCA(t, "foreign")
-	cert, key := foreign.issue(t, "healthcheck", nil, nil, x509.ExtKeyUsageClientAuth)
-	require.NoError(t, k8s.Update(testContext(t), etcd.secret(cert, key, foreign.PEM)))
+	cert, key := issue(t, foreign, "healthcheck")
+	require.NoError(t, k8s.Update(testContext(t), etcd.secret(cert, key, foreign.CertPEM())))
 	g.holds(fmt.Sprintf("etcd: no answer from %s; no answer from %s; no answer from %s; no member answers",
 		etcd.endpoint(0), etcd.endpoint(1), etcd.endpoint(2)))
-	require.NoError(t, k8s.Update(testContext(t), etcd.secret(etcd.clientCert, etcd.clientKey, etcd.ca.PEM)))
+	require.NoError(t, k8s.Update(testContext(t), etcd.secret(etcd.clientCert, etcd.clientKey, etcd.ca.CertPEM())))
 	g.allows()
 }
 

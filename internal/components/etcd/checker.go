@@ -19,17 +19,13 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // DefaultCallTimeout bounds each call to an etcd member. Members are asked
 // in parallel, so a check takes at most about twice this long.
 const DefaultCallTimeout = 2 * time.Second
-
-// Credentials are the health-check client certificate, its key and the CA
-// that signs etcd's serving certificates, PEM encoded.
-type Credentials struct {
-	Cert, Key, CA []byte
-}
 
 // Target is an etcd cluster to check.
 type Target struct {
@@ -38,8 +34,10 @@ type Target struct {
 	// ServerName is the DNS name every member's serving certificate carries.
 	ServerName string
 	// Endpoints are the host:port addresses of the members' client port.
-	Endpoints   []string
-	Credentials Credentials
+	Endpoints []string
+	// Credentials are the health-check client certificate and the CA that
+	// signs etcd's serving certificates.
+	Credentials render.Credentials
 	// Quota is the backend quota the members were started with
 	// (contract.EtcdQuotaOf), for members that do not report theirs;
 	// zero when not known.

@@ -1,37 +1,24 @@
 package etcd
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 // selfSigned is a certificate that is its own CA, PEM encoded.
 func selfSigned(t *testing.T, cn string) (cert, key []byte) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pkitest.NewCA(cn)
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	key, err = ca.KeyPEM()
 	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(k)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return ca.CertPEM(), key
 }
 
 // Clients are kept per cluster and endpoint while the credentials stay;
@@ -44,7 +31,7 @@ func TestCheckerReusesClients(t *testing.T) {
 	target := Target{
 		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, ServerName: "demo-etcd.ns.svc",
 		Endpoints:   []string{"127.0.0.1:1", "127.0.0.2:1"},
-		Credentials: Credentials{Cert: cert, Key: key, CA: cert},
+		Credentials: render.Credentials{Cert: cert, Key: key, CA: cert},
 	}
 	first, err := c.clients(target)
 	require.NoError(t, err)
@@ -75,7 +62,7 @@ func TestCheckerReusesClients(t *testing.T) {
 func TestCheckerRejectsACAWithoutCertificates(t *testing.T) {
 	cert, key := selfSigned(t, "client")
 	_, err := NewChecker().Check(t.Context(), Target{
-		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, Credentials: Credentials{Cert: cert, Key: key, CA: []byte("junk")},
+		Cluster: types.NamespacedName{Namespace: "ns", Name: "demo"}, Credentials: render.Credentials{Cert: cert, Key: key, CA: []byte("junk")},
 	})
 	assert.EqualError(t, err, "etcd CA of ns/demo: no PEM encoded certificate")
 }

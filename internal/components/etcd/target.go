@@ -13,14 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
-)
-
-// Secret keys of the health-check client certificate.
-const (
-	certKey = corev1.TLSCertKey
-	keyKey  = corev1.TLSPrivateKeyKey
-	caKey   = "ca.crt"
 )
 
 // TargetFor finds the etcd of a Cluster in the management cluster: the
@@ -47,20 +41,19 @@ func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedNam
 	}, nil
 }
 
-func credentials(ctx context.Context, r client.Reader, name types.NamespacedName) (Credentials, error) {
+func credentials(ctx context.Context, r client.Reader, name types.NamespacedName) (render.Credentials, error) {
 	secret := &corev1.Secret{}
 	if err := r.Get(ctx, name, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Credentials{}, fmt.Errorf("client certificate Secret %s does not exist", name)
+			return render.Credentials{}, fmt.Errorf("client certificate Secret %s does not exist", name)
 		}
-		return Credentials{}, fmt.Errorf("read client certificate Secret %s: %w", name, err)
+		return render.Credentials{}, fmt.Errorf("read client certificate Secret %s: %w", name, err)
 	}
-	for _, key := range []string{certKey, keyKey, caKey} {
-		if len(secret.Data[key]) == 0 {
-			return Credentials{}, fmt.Errorf("client certificate Secret %s has no %s", name, key)
-		}
+	creds := render.CredentialsFrom(secret.Data)
+	if key := creds.Missing(); key != "" {
+		return render.Credentials{}, fmt.Errorf("client certificate Secret %s has no %s", name, key)
 	}
-	return Credentials{Cert: secret.Data[certKey], Key: secret.Data[keyKey], CA: secret.Data[caKey]}, nil
+	return creds, nil
 }
 
 // readyEndpoints lists host:port of every ready endpoint of the Service,

@@ -1,4 +1,4 @@
-package cluster
+package pkitest
 
 import (
 	"crypto/ecdsa"
@@ -15,16 +15,16 @@ import (
 	"time"
 )
 
-// keyPair is a certificate with its private key.
-type keyPair struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+// KeyPair is a certificate with its private key.
+type KeyPair struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
 }
 
 // certValidity covers any test run and a quickstart left running for a while.
 const certValidity = 30 * 24 * time.Hour
 
-func newKeyPair(tmpl *x509.Certificate, parent *keyPair) (*keyPair, error) {
+func newKeyPair(tmpl *x509.Certificate, parent *KeyPair) (*KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func newKeyPair(tmpl *x509.Certificate, parent *keyPair) (*keyPair, error) {
 	tmpl.NotAfter = time.Now().Add(certValidity)
 	signer, signerCert := key, tmpl
 	if parent != nil {
-		signer, signerCert = parent.key, parent.cert
+		signer, signerCert = parent.Key, parent.Cert
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, signerCert, &key.PublicKey, signer)
 	if err != nil {
@@ -48,11 +48,11 @@ func newKeyPair(tmpl *x509.Certificate, parent *keyPair) (*keyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keyPair{cert: cert, key: key}, nil
+	return &KeyPair{Cert: cert, Key: key}, nil
 }
 
-// newCA is a self-signed certificate authority.
-func newCA(name string) (*keyPair, error) {
+// NewCA is a self-signed certificate authority.
+func NewCA(name string) (*KeyPair, error) {
 	return newKeyPair(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: name},
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -61,9 +61,9 @@ func newCA(name string) (*keyPair, error) {
 	}, nil)
 }
 
-// issue signs a leaf for a client (user name and groups) or, with hosts,
-// for a server as well.
-func (ca *keyPair) issue(name string, groups []string, hosts ...string) (*keyPair, error) {
+// Issue signs a leaf for a client (user name and groups) or, with hosts
+// (DNS names or IP addresses), for a server as well.
+func (ca *KeyPair) Issue(name string, groups []string, hosts ...string) (*KeyPair, error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name, Organization: groups},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
@@ -82,34 +82,36 @@ func (ca *keyPair) issue(name string, groups []string, hosts ...string) (*keyPai
 	return newKeyPair(tmpl, ca)
 }
 
-func (kp *keyPair) certPEM() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.cert.Raw})
+// CertPEM is the certificate, PEM encoded.
+func (kp *KeyPair) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Cert.Raw})
 }
 
-func (kp *keyPair) keyPEM() ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(kp.key)
+// KeyPEM is the private key, PEM encoded.
+func (kp *KeyPair) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(kp.Key)
 	if err != nil {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
-// write stores the pair as <name>.crt and <name>.key in dir.
-func (kp *keyPair) write(dir, name string) error {
-	key, err := kp.keyPEM()
+// Write stores the pair as <name>.crt and <name>.key in dir.
+func (kp *KeyPair) Write(dir, name string) error {
+	key, err := kp.KeyPEM()
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".crt"), kp.certPEM(), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), kp.CertPEM(), 0o600); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, name+".key"), key, 0o600)
 }
 
-// writePublicKey stores the public half of the pair as <name>.pub in dir,
+// WritePublicKey stores the public half of the pair as <name>.pub in dir,
 // as the API server reads service account keys.
-func (kp *keyPair) writePublicKey(dir, name string) error {
-	der, err := x509.MarshalPKIXPublicKey(&kp.key.PublicKey)
+func (kp *KeyPair) WritePublicKey(dir, name string) error {
+	der, err := x509.MarshalPKIXPublicKey(&kp.Key.PublicKey)
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
 	}

@@ -1,8 +1,6 @@
-package components
+package render
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
 	"slices"
 
@@ -13,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // SecretsHashAnnotation on a pod template digests the content of the Secrets
@@ -22,9 +21,9 @@ const SecretsHashAnnotation = "controlplane.cluster.x-k8s.io/secrets-hash"
 // nonRootUser is the user every hosted component runs as.
 const nonRootUser = 65532
 
-// flags turns defaults overridden by the user's args into --name=value
+// Flags turns defaults overridden by the user's args into --name=value
 // arguments, sorted by name so the rendering is stable.
-func flags(defaults, overrides map[string]string) []string {
+func Flags(defaults, overrides map[string]string) []string {
 	merged := maps.Clone(defaults)
 	maps.Copy(merged, overrides)
 	args := make([]string, 0, len(merged))
@@ -34,9 +33,9 @@ func flags(defaults, overrides map[string]string) []string {
 	return args
 }
 
-// hardenedPod is the pod-level security every component shares: non-root,
+// HardenedPod is the pod-level security every component shares: non-root,
 // seccomp RuntimeDefault, no service account token, no service links.
-func hardenedPod(spec corev1.PodSpec, priorityClass string) corev1.PodSpec {
+func HardenedPod(spec corev1.PodSpec, priorityClass string) corev1.PodSpec {
 	spec.AutomountServiceAccountToken = ptr.To(false)
 	spec.EnableServiceLinks = ptr.To(false)
 	spec.PriorityClassName = priorityClass
@@ -50,9 +49,9 @@ func hardenedPod(spec corev1.PodSpec, priorityClass string) corev1.PodSpec {
 	return spec
 }
 
-// container is a hardened container: read-only root filesystem, no
+// Container is a hardened container: read-only root filesystem, no
 // privilege escalation, every capability dropped.
-func container(name, img string, c v1alpha1.Container, command string, args []string) corev1.Container {
+func Container(name, img string, c v1alpha1.Container, command string, args []string) corev1.Container {
 	out := corev1.Container{
 		Name:            name,
 		Image:           img,
@@ -72,21 +71,34 @@ func container(name, img string, c v1alpha1.Container, command string, args []st
 	return out
 }
 
-// secretVolume mounts Secret secret read-only at path in container.
-type secretVolume struct{ name, secret, path string }
+// SecretVolume mounts Secret Secret read-only at Path, as volume Name.
+type SecretVolume struct{ Name, Secret, Path string }
 
-func mountSecrets(spec *corev1.PodSpec, c *corev1.Container, vols ...secretVolume) {
+// MountSecrets adds the volumes to the pod and mounts them in container c.
+func MountSecrets(spec *corev1.PodSpec, c *corev1.Container, vols ...SecretVolume) {
 	for _, v := range vols {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: v.secret, DefaultMode: ptr.To[int32](0o440)},
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: v.Secret, DefaultMode: ptr.To[int32](0o440)},
 		}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path, ReadOnly: true})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.Path, ReadOnly: true})
 	}
 }
 
-// secretsHash digests the content of every Secret the pod mounts, in a
+// PodTemplate is the template of pod with labels, annotated with the digest
+// of every Secret the pod mounts.
+func (in Input) PodTemplate(labels map[string]string, pod corev1.PodSpec) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      labels,
+			Annotations: map[string]string{SecretsHashAnnotation: in.secretsDigest(&pod)},
+		},
+		Spec: pod,
+	}
+}
+
+// secretsDigest digests the content of every Secret the pod mounts, in a
 // stable order.
-func (in *Input) secretsHash(pod *corev1.PodSpec) string {
+func (in Input) secretsDigest(pod *corev1.PodSpec) string {
 	var secrets []string
 	for _, v := range pod.Volumes {
 		if v.Secret != nil {
@@ -94,15 +106,15 @@ func (in *Input) secretsHash(pod *corev1.PodSpec) string {
 		}
 	}
 	slices.Sort(secrets)
-	h := sha256.New()
-	for _, s := range secrets {
-		h.Write([]byte(s + "=" + in.SecretHashes[s] + "\n"))
+	lines := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		lines[i] = []byte(s + "=" + in.SecretDigests[s] + "\n")
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return contract.Digest(lines...)
 }
 
-// probe is an HTTP(S) GET probe of path on port.
-func probe(path string, port int32, scheme corev1.URIScheme, failures int32) *corev1.Probe {
+// Probe is an HTTP(S) GET probe of path on port.
+func Probe(path string, port int32, scheme corev1.URIScheme, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: path, Port: intstr.FromInt32(port), Scheme: scheme,
@@ -113,25 +125,32 @@ func probe(path string, port int32, scheme corev1.URIScheme, failures int32) *co
 	}
 }
 
-// deployment runs pod as component. A new pod is ready before an old one
+// Deployment runs pod as component. A new pod is ready before an old one
 // goes, so a rollout never leaves fewer than the desired replicas serving.
-func (in *Input) deployment(name, component string, replicas int32, labels map[string]string, pod corev1.PodSpec) *appsv1.Deployment {
+func (in Input) Deployment(name, component string, replicas int32, labels map[string]string, pod corev1.PodSpec) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: in.meta(name, component),
+		ObjectMeta: in.Meta(name, component),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: in.Selector(component)},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      labels,
-					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
-				},
-				Spec: pod,
-			},
+			Template: in.PodTemplate(labels, pod),
 		},
 	}
+}
+
+// SpreadAcrossNodes prefers to put the pods of one selector on different nodes.
+func SpreadAcrossNodes(selector map[string]string) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+				TopologyKey:   corev1.LabelHostname,
+			},
+		}},
+	}}
 }

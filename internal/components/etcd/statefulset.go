@@ -1,4 +1,4 @@
-package components
+package etcd
 
 import (
 	"fmt"
@@ -7,60 +7,44 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// Etcd ports beside the client port.
+// Ports beside the client port.
 const (
-	etcdPeerPort    = 2380
-	etcdMetricsPort = 2381
+	peerPort    = 2380
+	metricsPort = 2381
 )
 
-// EtcdReplicas is the number of etcd members.
-func (in *Input) EtcdReplicas() int32 { return ptr.Deref(in.ControlPlane.Spec.Etcd.Replicas, 3) }
-
-// EtcdVolumeSize is the size of each member's volume.
-func (in *Input) EtcdVolumeSize() resource.Quantity { return contract.EtcdVolumeSize(in.ControlPlane) }
-
-// Etcd renders the etcd cluster: a StatefulSet of members with persistent
-// volumes, the headless Service that names them, the client Service, and a
-// PodDisruptionBudget that keeps quorum, and its network policy.
-func Etcd(in *Input) []client.Object {
-	objs := []client.Object{in.etcdNetworkPolicy(), in.etcdClientService(), in.etcdPeerService(), in.etcdStatefulSet()}
-	if in.EtcdReplicas() > 1 {
-		objs = append(objs, in.etcdPDB())
-	}
-	return objs
-}
-
-// etcdMemberURL is the URL of a member on port, by its DNS name.
-func (in *Input) etcdMemberURL(member string, port int) string {
+// memberURL is the URL of a member on port, by its DNS name.
+func memberURL(in render.Input, member string, port int) string {
 	return fmt.Sprintf("https://%s.%s.%s.svc:%d", member, contract.EtcdPeerServiceName(in.ClusterName()), in.Namespace(), port)
 }
 
-func (in *Input) etcdStatefulSet() *appsv1.StatefulSet {
+func statefulSet(in render.Input) *appsv1.StatefulSet {
 	name := contract.EtcdName(in.ClusterName())
 	spec := in.ControlPlane.Spec.Etcd
+	replicas := Replicas(in.ControlPlane)
 	var initial []string
-	for i := range in.EtcdReplicas() {
+	for i := range replicas {
 		member := fmt.Sprintf("%s-%d", name, i)
-		initial = append(initial, member+"="+in.etcdMemberURL(member, etcdPeerPort))
+		initial = append(initial, member+"="+memberURL(in, member, peerPort))
 	}
-	args := flags(map[string]string{
+	args := render.Flags(map[string]string{
 		"name":                        "$(POD_NAME)",
 		"data-dir":                    "/var/lib/etcd/data",
 		"listen-client-urls":          fmt.Sprintf("https://0.0.0.0:%d", contract.EtcdClientPort),
-		"advertise-client-urls":       in.etcdMemberURL("$(POD_NAME)", contract.EtcdClientPort),
-		"listen-peer-urls":            fmt.Sprintf("https://0.0.0.0:%d", etcdPeerPort),
-		"initial-advertise-peer-urls": in.etcdMemberURL("$(POD_NAME)", etcdPeerPort),
-		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", etcdMetricsPort),
+		"advertise-client-urls":       memberURL(in, "$(POD_NAME)", contract.EtcdClientPort),
+		"listen-peer-urls":            fmt.Sprintf("https://0.0.0.0:%d", peerPort),
+		"initial-advertise-peer-urls": memberURL(in, "$(POD_NAME)", peerPort),
+		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", metricsPort),
 		"initial-cluster":             strings.Join(initial, ","),
 		"initial-cluster-state":       "new",
 		"initial-cluster-token":       in.Namespace() + "-" + name,
@@ -75,51 +59,46 @@ func (in *Input) etcdStatefulSet() *appsv1.StatefulSet {
 		"snapshot-count":              "10000",
 		"auto-compaction-mode":        "periodic",
 		"auto-compaction-retention":   "8h",
-		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(in.EtcdVolumeSize()), 10),
+		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(contract.EtcdVolumeSize(in.ControlPlane)), 10),
 	}, spec.Args)
 
-	img := image(in.defaultImage("etcd", EtcdTag(in.version)), spec.Image)
-	c := container("etcd", img, spec.Container, "etcd", args)
+	img := render.Image(in.DefaultImage("etcd", Tag(in.Version())), spec.Image)
+	c := render.Container("etcd", img, spec.Container, "etcd", args)
 	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	c.Ports = []corev1.ContainerPort{
 		{Name: contract.EtcdClientPortName, ContainerPort: contract.EtcdClientPort},
-		{Name: "peer", ContainerPort: etcdPeerPort},
-		{Name: "metrics", ContainerPort: etcdMetricsPort},
+		{Name: "peer", ContainerPort: peerPort},
+		{Name: "metrics", ContainerPort: metricsPort},
 	}
-	c.ReadinessProbe = probe("/readyz", etcdMetricsPort, corev1.URISchemeHTTP, 3)
-	c.LivenessProbe = probe("/livez", etcdMetricsPort, corev1.URISchemeHTTP, 8)
-	c.StartupProbe = probe("/readyz", etcdMetricsPort, corev1.URISchemeHTTP, 60)
+	c.ReadinessProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 3)
+	c.LivenessProbe = render.Probe("/livez", metricsPort, corev1.URISchemeHTTP, 8)
+	c.StartupProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 60)
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}}
 
-	pod := corev1.PodSpec{Affinity: spreadAcrossNodes(in.Selector(contract.EtcdComponent))}
-	mountSecrets(&pod, &c,
-		secretVolume{"server", in.EtcdServerSecret(), "/etc/etcd/pki/server"},
-		secretVolume{"peer", in.EtcdPeerSecret(), "/etc/etcd/pki/peer"})
+	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.EtcdComponent))}
+	render.MountSecrets(&pod, &c,
+		render.SecretVolume{Name: "server", Secret: ServerSecret(in), Path: "/etc/etcd/pki/server"},
+		render.SecretVolume{Name: "peer", Secret: PeerSecret(in), Path: "/etc/etcd/pki/peer"})
 	pod.Containers = []corev1.Container{c}
-	pod = hardenedPod(pod, spec.PriorityClassName)
+	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
-	size := in.EtcdVolumeSize()
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: in.meta(name, contract.EtcdComponent),
+		ObjectMeta: in.Meta(name, contract.EtcdComponent),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(in.EtcdReplicas()),
+			Replicas:            ptr.To(replicas),
 			ServiceName:         contract.EtcdPeerServiceName(in.ClusterName()),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: in.Selector(contract.EtcdComponent)},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      in.Labels(contract.EtcdComponent),
-					Annotations: map[string]string{SecretsHashAnnotation: in.secretsHash(&pod)},
-				},
-				Spec: pod,
-			},
+			Template:            in.PodTemplate(in.Labels(contract.EtcdComponent), pod),
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: in.Labels(contract.EtcdComponent)},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: spec.StorageClassName,
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceStorage: contract.EtcdVolumeSize(in.ControlPlane),
+					}},
 				},
 			}},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
@@ -130,10 +109,10 @@ func (in *Input) etcdStatefulSet() *appsv1.StatefulSet {
 	}
 }
 
-func (in *Input) etcdClientService() *corev1.Service {
+func clientService(in render.Input) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: in.meta(contract.EtcdName(in.ClusterName()), contract.EtcdComponent),
+		ObjectMeta: in.Meta(contract.EtcdName(in.ClusterName()), contract.EtcdComponent),
 		Spec: corev1.ServiceSpec{
 			Selector: in.Selector(contract.EtcdComponent),
 			Ports: []corev1.ServicePort{{
@@ -143,27 +122,28 @@ func (in *Input) etcdClientService() *corev1.Service {
 	}
 }
 
-func (in *Input) etcdPeerService() *corev1.Service {
+func peerService(in render.Input) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: in.meta(contract.EtcdPeerServiceName(in.ClusterName()), contract.EtcdComponent),
+		ObjectMeta: in.Meta(contract.EtcdPeerServiceName(in.ClusterName()), contract.EtcdComponent),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
 			Selector:                 in.Selector(contract.EtcdComponent),
 			Ports: []corev1.ServicePort{
 				{Name: contract.EtcdClientPortName, Port: contract.EtcdClientPort, TargetPort: intstr.FromString(contract.EtcdClientPortName), Protocol: corev1.ProtocolTCP},
-				{Name: "peer", Port: etcdPeerPort, TargetPort: intstr.FromString("peer"), Protocol: corev1.ProtocolTCP},
+				{Name: "peer", Port: peerPort, TargetPort: intstr.FromString("peer"), Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
 }
 
-// etcdPDB lets one member go at a time: 3 and 5 members keep quorum then.
-func (in *Input) etcdPDB() *policyv1.PodDisruptionBudget {
+// disruptionBudget lets one member go at a time: 3 and 5 members keep
+// quorum then.
+func disruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		ObjectMeta: in.meta(contract.EtcdName(in.ClusterName()), contract.EtcdComponent),
+		ObjectMeta: in.Meta(contract.EtcdName(in.ClusterName()), contract.EtcdComponent),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Selector:       &metav1.LabelSelector{MatchLabels: in.Selector(contract.EtcdComponent)},
@@ -171,15 +151,17 @@ func (in *Input) etcdPDB() *policyv1.PodDisruptionBudget {
 	}
 }
 
-// spreadAcrossNodes prefers to put the pods of one selector on different nodes.
-func spreadAcrossNodes(selector map[string]string) *corev1.Affinity {
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-			Weight: 100,
-			PodAffinityTerm: corev1.PodAffinityTerm{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
-				TopologyKey:   corev1.LabelHostname,
-			},
-		}},
-	}}
+// networkPolicy: etcd answers only its peers, the API servers and the
+// provider's own namespace (the extension checks its health).
+func networkPolicy(in render.Input) *networkingv1.NetworkPolicy {
+	clients := []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.APIServerComponent), in.PodsOf(contract.EtcdComponent)}
+	if ns := in.Settings.ControllerNamespace; ns != "" {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
+		}})
+	}
+	return in.NetworkPolicy(contract.EtcdComponent, []networkingv1.NetworkPolicyIngressRule{
+		{From: clients, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
+		{From: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
+	})
 }

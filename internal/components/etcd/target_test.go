@@ -7,6 +7,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
 // Only ready endpoints of the port named "client" are dialled.
@@ -43,7 +45,7 @@ func TestCredentialsKey(t *testing.T) {
 	target := func(cert, key, ca string) Target {
 		return Target{
 			Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}, ServerName: "c-etcd.ns.svc",
-			Credentials: Credentials{Cert: []byte(cert), Key: []byte(key), CA: []byte(ca)},
+			Credentials: render.Credentials{Cert: []byte(cert), Key: []byte(key), CA: []byte(ca)},
 		}
 	}
 	base := credentialsKey(target("cert", "key", "ca"))
@@ -56,7 +58,7 @@ func TestCredentialsKey(t *testing.T) {
 }
 
 func TestClientTLSRejectsBadCredentials(t *testing.T) {
-	_, err := clientTLS(Target{Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}, Credentials: Credentials{Cert: []byte("x"), Key: []byte("y")}})
+	_, err := clientTLS(Target{Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}, Credentials: render.Credentials{Cert: []byte("x"), Key: []byte("y")}})
 	assert.ErrorContains(t, err, "etcd client certificate of ns/c")
 	_, err = NewChecker().Check(t.Context(), Target{Cluster: types.NamespacedName{Namespace: "ns", Name: "c"}})
 	assert.ErrorContains(t, err, "etcd client certificate of ns/c")

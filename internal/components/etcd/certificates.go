@@ -1,0 +1,48 @@
+package etcd
+
+import (
+	"net"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// ServerSecret is the Secret of the members' serving certificate.
+func ServerSecret(in render.Input) string { return in.Name("etcd-server") }
+
+// PeerSecret is the Secret of the certificate members talk to each other
+// with.
+func PeerSecret(in render.Input) string { return in.Name("etcd-peer") }
+
+// Certificates are etcd's own, signed by the etcd CA: the members' serving
+// and peer certificates, and the client certificate the extension checks
+// etcd's health with (contract.EtcdHealthcheckSecretName).
+func (Component) Certificates(in render.Input) []*cmv1.Certificate {
+	return []*cmv1.Certificate{
+		memberCertificate(in, ServerSecret(in), "etcd-server"),
+		memberCertificate(in, PeerSecret(in), "etcd-peer"),
+		in.ClientCertificate(contract.EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCASecret(), "kube-etcd-healthcheck-client"),
+	}
+}
+
+// memberCertificate is a certificate members use both to serve and to
+// connect.
+func memberCertificate(in render.Input, secret, commonName string) *cmv1.Certificate {
+	c := in.Leaf(secret, in.EtcdCASecret(), commonName, nil,
+		cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment, cmv1.UsageServerAuth, cmv1.UsageClientAuth)
+	c.Spec.DNSNames, c.Spec.IPAddresses = render.SplitSANs(sans(in))
+	return c
+}
+
+// sans name every member (by wildcard), the client Service (whose name
+// every client verifies, see contract.EtcdServerName) and loopback.
+func sans(in render.Input) []string {
+	ns, peers := in.Namespace(), contract.EtcdPeerServiceName(in.ClusterName())
+	return []string{
+		"*." + peers + "." + ns + ".svc", "*." + peers, peers + "." + ns + ".svc",
+		contract.EtcdName(in.ClusterName()), contract.EtcdServerName(in.ClusterName(), ns),
+		"localhost", "127.0.0.1", net.IPv6loopback.String(),
+	}
+}

@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// observe builds the pass's Input once, before anything renders: from the
+// control plane, its Cluster and the settings, and from what it reads of the
+// clusters (where the control plane is served, what the Secrets its pods
+// mount hold). What it cannot read yet holds the phase that needs it, with
+// the outcome that says why, exactly as that phase would have said it.
+func (r *Reconciler) observe(ctx context.Context, s *scope) {
+	s.held, s.done = map[string]readiness.Outcome{}, map[string]bool{}
+	in, err := render.NewInput(s.hcp, s.cluster, r.settings)
+	if err != nil {
+		s.held[v1alpha1.ClusterReadyCondition] = readiness.Problem(v1alpha1.ClusterNetworkMissingReason, "%v", err)
+		return
+	}
+	s.held[v1alpha1.ClusterReadyCondition] = readiness.Ready("Cluster " + s.cluster.Name + " is ready")
+	var o render.Observed
+	if out, held := r.observeExposure(ctx, s.hcp, in, &o); held {
+		s.held[v1alpha1.ExposureReadyCondition] = out
+	}
+	if err := r.observeSecrets(ctx, s.hcp, in, &o); err != nil {
+		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
+	}
+	s.in = in.With(o)
+	s.facts = r.observeFacts(ctx, s.in)
+}
+
+// observeExposure finds where the control plane is served: behind a gateway
+// its listener, which also gives the endpoint and the konnectivity port;
+// otherwise what the exposure Service offers. A missing or unfit Gateway
+// holds the exposure.
+func (r *Reconciler) observeExposure(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) (readiness.Outcome, bool) {
+	var host string
+	var port int32
+	if gw := cp.Spec.Gateway; gw != nil {
+		// Gateways are not ours and not in the label-scoped cache.
+		gateway := &gatewayv1.Gateway{}
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
+		if apierrors.IsNotFound(err) {
+			return readiness.Problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), true
+		}
+		if err != nil {
+			return failure(err), true
+		}
+		listener, err := contract.FindGatewayListener(gateway)
+		if err != nil {
+			return readiness.Problem(v1alpha1.GatewayListenerReason, "%v", err), true
+		}
+		o.Listener, o.KonnectivityPort = &listener, listener.Port
+		ep := listener.Endpoint(in.ClusterName(), in.Namespace())
+		host, port = ep.Host, ep.Port
+	} else {
+		var err error
+		if host, port, err = r.serviceEndpoint(ctx, cp, in, o); err != nil {
+			return failure(err), true
+		}
+	}
+	if host == "" || port == 0 {
+		return readiness.Outcome{}, false // the exposure waits for an address
+	}
+	// What the user set stays; what is missing is filled in.
+	o.Endpoint = cp.Spec.ControlPlaneEndpoint
+	if o.Endpoint.Host == "" {
+		o.Endpoint.Host = host
+	}
+	if o.Endpoint.Port == 0 {
+		o.Endpoint.Port = port
+	}
+	return readiness.Outcome{}, false
+}
+
+// serviceEndpoint is where the exposure Service is reached, and where agents
+// reach the konnectivity server through it; empty while it has no address.
+func (r *Reconciler) serviceEndpoint(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) (string, int32, error) {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: in.Namespace(), Name: contract.APIServerServiceName(in.ClusterName())}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		return "", 0, client.IgnoreNotFound(err)
+	}
+	o.KonnectivityPort = components.KonnectivityServicePort(svc)
+	host, port, ok := components.ServiceEndpoint(cp, svc)
+	if !ok {
+		return "", 0, nil
+	}
+	if host == "" && svc.Spec.Type == corev1.ServiceTypeNodePort {
+		// Nodes are not ours, so they are read past the label-scoped cache,
+		// and only until the endpoint is recorded.
+		nodes := &corev1.NodeList{}
+		if err := r.apiReader.List(ctx, nodes); err != nil {
+			return "", 0, fmt.Errorf("list nodes for a NodePort address: %w", err)
+		}
+		host = components.NodeAddress(nodes.Items)
+	}
+	return host, port, nil
+}
+
+// observeSecrets digests the Secrets the pods mount and reads the
+// certificates rendering embeds (the admin's, the cluster CA). Those
+// cert-manager issues are digested as they are; those the controller writes
+// itself as they are rendered, so that pods roll in the pass that changes
+// one, and not at all when one is deleted and written again.
+func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) error {
+	secrets := &corev1.SecretList{}
+	if err := r.client.List(ctx, secrets, client.InNamespace(in.Namespace()), client.MatchingLabels{contract.ControlPlaneLabel: cp.Name}); err != nil {
+		return fmt.Errorf("list the control plane's secrets: %w", err)
+	}
+	o.SecretDigests = map[string]string{}
+	for i := range secrets.Items {
+		secret := &secrets.Items[i]
+		o.SecretDigests[secret.Name] = contract.DataDigest(secret.Data)
+		switch secret.Name {
+		case components.AdminSecret(in):
+			o.Admin = render.CredentialsFrom(secret.Data)
+		case in.CASecret():
+			o.ClusterCA = secret.Data[corev1.TLSCertKey]
+		}
+	}
+	rendered, err := components.RenderedSecretDigests(in)
+	if err != nil {
+		return err
+	}
+	maps.Copy(o.SecretDigests, rendered)
+	return nil
+}
+
+// facts are what the status counts, as observed at the start of the pass;
+// a list that could not be read is nil, and the status keeps what it said.
+type facts struct {
+	apiServer     *appsv1.Deployment
+	apiServerPods *corev1.PodList
+	etcdPods      *corev1.PodList
+	etcdClaims    *corev1.PersistentVolumeClaimList
+	selector      string
+}
+
+func (r *Reconciler) observeFacts(ctx context.Context, in render.Input) *facts {
+	f := &facts{selector: in.SelectorString(contract.APIServerComponent)}
+	d := &appsv1.Deployment{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: components.APIServerName(in)}, d); err == nil {
+		f.apiServer = d
+	}
+	of := func(component string) []client.ListOption {
+		return []client.ListOption{client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(component))}
+	}
+	if pods := (&corev1.PodList{}); r.client.List(ctx, pods, of(contract.APIServerComponent)...) == nil {
+		f.apiServerPods = pods
+	}
+	if pods := (&corev1.PodList{}); r.client.List(ctx, pods, of(contract.EtcdComponent)...) == nil {
+		f.etcdPods = pods
+	}
+	if claims := (&corev1.PersistentVolumeClaimList{}); r.client.List(ctx, claims, of(contract.EtcdComponent)...) == nil {
+		f.etcdClaims = claims
+	}
+	return f
+}
+
+// probe asks the API server for /readyz through the admin kubeconfig: the
+// one this pass wrote, or, when the pass stopped before writing it, the one
+// written before, which still reaches the API server.
+func (r *Reconciler) probe(ctx context.Context, s *scope) {
+	s.probed = true
+	kubeconfig := s.kubeconfig
+	if kubeconfig == nil {
+		secret := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: contract.ClusterKubeconfigName(s.cluster.Name)}
+		if err := r.client.Get(ctx, key, secret); err != nil {
+			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
+			return
+		}
+		kubeconfig = secret.Data["value"]
+	}
+	s.answer = r.prober.Probe(ctx, kubeconfig)
+}

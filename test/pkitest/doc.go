@@ -1,0 +1,7 @@
+// Package pkitest issues certificates for tests and the local management
+// cluster: a self-signed CA (NewCA) and leaves it signs for clients and
+// servers (KeyPair.Issue), PEM encoded or written as <name>.crt and
+// <name>.key as kubeadm lays them out. Keys are ECDSA P-256 and
+// certificates last 30 days, longer than any test run or a quickstart left
+// running for a while.
+package pkitest
