@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,9 +30,9 @@ import (
 )
 
 // classObjects are the ClusterClass and HostedControlPlaneTemplate of
-// config/samples, as users apply them, with two changes for this cluster:
-// no Gateway runs here, so the template names none (the API server gets a
-// LoadBalancer address), and no infrastructure provider runs, so the class
+// config/samples, as users apply them (served through the Gateway capi in
+// capi-system, which the extension's gatewayName variable names), with one
+// change for this cluster: no infrastructure provider runs, so the class
 // uses the tests' minimal infrastructure kind.
 func classObjects(t *testing.T) string {
 	t.Helper()
@@ -42,13 +43,10 @@ func classObjects(t *testing.T) string {
 		obj := map[string]any{}
 		require.NoError(t, yaml.Unmarshal([]byte(strings.Split(string(b), "\n---\n")[0]), &obj))
 		spec := obj["spec"].(map[string]any)
-		switch obj["kind"] {
-		case "ClusterClass":
+		if obj["kind"] == "ClusterClass" {
 			spec["infrastructure"] = map[string]any{"templateRef": map[string]any{
 				"apiVersion": "infrastructure.hostedcp.test/v1alpha1", "kind": "TestClusterTemplate", "name": "test",
 			}}
-		case "HostedControlPlaneTemplate":
-			delete(spec["template"].(map[string]any)["spec"].(map[string]any), "gateway")
 		}
 		delete(obj["metadata"].(map[string]any), "namespace")
 		out, err := yaml.Marshal(obj)
@@ -66,7 +64,8 @@ spec: {template: {spec: {}}}
 var installTestInfrastructure sync.Once
 
 // A Cluster of the sample ClusterClass gets its HostedControlPlane from the
-// extension's variables and becomes Available at the previous patch release.
+// extension's variables, is served through the Gateway its gatewayName
+// variable names, and becomes Available at the previous patch release.
 // Its upgrade to the current one is held by the extension while an etcd
 // member is stopped, and completes once it is back: API servers first, then
 // the controllers, with status.versions moving only at the end.
@@ -93,6 +92,8 @@ spec:
     - {name: etcdReplicas, value: 3}
     - {name: etcdVolumeSize, value: 1Gi}
     - {name: certSANs, value: [api.topo.example]}
+    - {name: gatewayName, value: capi}
+    - {name: gatewayNamespace, value: capi-system}
 `, images.PreviousKubeVersion))
 	hcp := controlPlaneOf(t, ns, "topo")
 	key := client.ObjectKeyFromObject(hcp)
@@ -104,11 +105,28 @@ spec:
 		assert.Equal(t, int32(3), *hcp.Spec.Etcd.Replicas)
 		assert.Contains(t, hcp.Spec.APIServer.CertSANs, "api.topo.example")
 		assert.Equal(t, []string{images.PreviousKubeVersion}, versions(hcp))
-		// The serving certificate the API server presents carries the SAN.
-		conn, err := tls.Dial("tcp", net.JoinHostPort(hcp.Spec.ControlPlaneEndpoint.Host, fmt.Sprint(hcp.Spec.ControlPlaneEndpoint.Port)),
-			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the certificate, not trusting it
+		// Served through the Gateway: the gateway hostname and its
+		// listener's port, which the extension also gave the
+		// infrastructure cluster before the control plane existed.
+		endpoint := hcp.Spec.ControlPlaneEndpoint
+		assert.Equal(t, clusterv1.APIEndpoint{Host: "topo." + ns + "." + cluster.GatewayDomain, Port: 443}, endpoint)
+		infra := &unstructured.Unstructured{}
+		infra.SetAPIVersion("infrastructure.hostedcp.test/v1alpha1")
+		infra.SetKind("TestCluster")
+		c := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "topo"}, c))
+		require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: c.Spec.InfrastructureRef.Name}, infra))
+		host, _, _ := unstructured.NestedString(infra.Object, "spec", "controlPlaneEndpoint", "host")
+		port, _, _ := unstructured.NestedInt64(infra.Object, "spec", "controlPlaneEndpoint", "port")
+		assert.Equal(t, endpoint.Host, host, "the infrastructure cluster's endpoint")
+		assert.Equal(t, int64(endpoint.Port), port, "the infrastructure cluster's endpoint")
+		// The serving certificate the API server presents through the
+		// Gateway carries the SAN.
+		raw, err := cluster.DialContext(testContext(t), "tcp", net.JoinHostPort(endpoint.Host, fmt.Sprint(endpoint.Port)))
 		require.NoError(t, err)
+		conn := tls.Client(raw, &tls.Config{ServerName: endpoint.Host, InsecureSkipVerify: true}) //nolint:gosec // reading the certificate, not trusting it
 		defer func() { _ = conn.Close() }()
+		require.NoError(t, conn.HandshakeContext(testContext(t)))
 		assert.Contains(t, conn.ConnectionState().PeerCertificates[0].DNSNames, "api.topo.example")
 	})
 

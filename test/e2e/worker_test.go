@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -30,6 +31,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
@@ -62,13 +64,30 @@ func workerCluster(name string) string {
 // token: its client certificate comes from an auto-approved CSR, the node
 // turns Ready once its CNI is configured, kube-proxy, CoreDNS and the
 // konnectivity agent run on it, a pod on it resolves the kubernetes
-// Service and reaches the API server through it, and kubectl logs and exec
-// reach that pod through the hosted API server (via konnectivity). Then
-// the worker and the Cluster are deleted.
+// Service and reaches the API server through it with its service account
+// token, and kubectl logs and exec reach that pod through the hosted API
+// server (via konnectivity). Then the worker and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
-	const name, nodeName = "joined", "worker-1"
-	ns := namespace(t, "worker")
-	apply(t, ns, workerCluster(name))
+	workerJoins(t, "worker", "joined", false)
+}
+
+// The same through the shared Gateway: the worker joins through the
+// gateway hostname, its konnectivity agent connects through the Gateway,
+// and the kubernetes Service leads through the tunnel on the node.
+func TestWorkerJoinsThroughGateway(t *testing.T) {
+	workerJoins(t, "gwworker", "gwjoined", true)
+}
+
+// workerJoins runs the worker test on a cluster served through a
+// LoadBalancer Service or, with gateway, through the Gateway capi.
+func workerJoins(t *testing.T, nsName, name string, gateway bool) {
+	const nodeName = "worker-1"
+	ns := namespace(t, nsName)
+	manifest := workerCluster(name)
+	if gateway {
+		manifest += "  gateway: {name: capi, namespace: capi-system}\n"
+	}
+	apply(t, ns, manifest)
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
 
@@ -97,7 +116,7 @@ func TestWorkerJoins(t *testing.T) {
 
 	token := bootstrapToken(t, hostedClient, hosted)
 	tokenID := strings.SplitN(token, ".", 2)[0]
-	worker := startWorker(t, ns, name, nodeName, token)
+	worker := startWorker(t, ns, name, nodeName, token, gateway)
 	stop := sync.OnceValue(worker.Stop)
 	t.Cleanup(func() { assert.NoError(t, stop(), "stop the worker") })
 	t.Cleanup(func() {
@@ -149,7 +168,12 @@ func TestWorkerJoins(t *testing.T) {
 	}), "later steps need this one")
 
 	require.True(t, t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
-		for _, selector := range []string{"k8s-app=kube-proxy", "k8s-app=kube-dns", "k8s-app=konnectivity-agent"} {
+		selectors := []string{"k8s-app=kube-proxy", "k8s-app=kube-dns", "k8s-app=konnectivity-agent"}
+		if gateway {
+			// The tunnel first: CoreDNS needs the kubernetes Service.
+			selectors = append([]string{"k8s-app=kas-tunnel"}, selectors...)
+		}
+		for _, selector := range selectors {
 			eventually(t, 5*time.Minute, selector+" ready on "+nodeName, func() error {
 				return readyPodOn(ctx, hosted, "kube-system", selector, nodeName)
 			})
@@ -157,6 +181,18 @@ func TestWorkerJoins(t *testing.T) {
 	}), "later steps need this one")
 
 	t.Run("a pod on the node resolves the kubernetes Service and reaches the API server through it", func(t *testing.T) {
+		if gateway {
+			slice, err := hosted.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, []string{contract.NodeLocalAddress}, slice.Endpoints[0].Addresses, "the Service leads to the tunnel on each node")
+		}
+		// The default service account may list the pods of its namespace.
+		_, err := hosted.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe-view"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: "default"}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
 		createProbe(t, hosted, nodeName)
 		svc, err := hosted.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -175,6 +211,8 @@ func TestWorkerJoins(t *testing.T) {
 		t.Logf("probe log:\n%s", logs)
 		assert.Contains(t, logs, "resolved kubernetes.default.svc.cluster.local: "+svc.Spec.ClusterIP)
 		assert.Regexp(t, `GET https://kubernetes.default.svc/version: 200 .*"gitVersion": ?"`+images.KubeVersion+`"`, logs)
+		assert.Contains(t, logs, `GET https://kubernetes.default.svc/api/v1/namespaces/default/pods: 200 {"kind":"PodList"`,
+			"the service account token authenticates and RBAC allows the list")
 	})
 
 	t.Run("the management cluster cannot reach the worker's kubelet directly", func(t *testing.T) {
@@ -233,7 +271,7 @@ func bootstrapToken(t *testing.T, hostedClient client.Client, hosted kubernetes.
 // startWorker starts a worker that joins the Cluster with token, pinning
 // the cluster CA from the <cluster>-ca Secret as the kubeadm bootstrap
 // provider does.
-func startWorker(t *testing.T, ns, clusterName, nodeName, token string) *cluster.Worker {
+func startWorker(t *testing.T, ns, clusterName, nodeName, token string, gateway bool) *cluster.Worker {
 	t.Helper()
 	ctx := testContext(t)
 	ca := &corev1.Secret{}
@@ -245,14 +283,18 @@ func startWorker(t *testing.T, ns, clusterName, nodeName, token string) *cluster
 	endpoint := c.Spec.ControlPlaneEndpoint
 	require.True(t, endpoint.IsValid(), "the Cluster has a control plane endpoint: %+v", endpoint)
 	bins := images.HostBinaries(root)
-	var tarballs []string
-	for _, ref := range []string{
+	refs := []string{
 		"registry.k8s.io/pause:" + images.PauseVersion,
 		"registry.k8s.io/kube-proxy:" + images.KubeVersion,
 		"registry.k8s.io/coredns/coredns:" + images.CoreDNSVersion,
 		"registry.k8s.io/kas-network-proxy/proxy-agent:" + images.KonnectivityVersion,
 		images.ProbeImage,
-	} {
+	}
+	if gateway {
+		refs = append(refs, contract.DefaultTunnelImage)
+	}
+	var tarballs []string
+	for _, ref := range refs {
 		tarballs = append(tarballs, images.Tarball(root, ref))
 	}
 	start := time.Now()
@@ -317,6 +359,7 @@ func createProbe(t *testing.T, hosted kubernetes.Interface, node string) {
 			},
 			Containers: []corev1.Container{{
 				Name: "probe", Image: images.ProbeImage,
+				Args: []string{"--url=https://kubernetes.default.svc/version", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods"},
 				// Imported into the worker; nothing can be pulled.
 				ImagePullPolicy: corev1.PullNever,
 				SecurityContext: &corev1.SecurityContext{

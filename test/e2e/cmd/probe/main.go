@@ -25,23 +25,30 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount" //noli
 func main() {
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	name := flag.String("name", "kubernetes.default.svc.cluster.local", "the name to resolve")
-	url := flag.String("url", "https://kubernetes.default.svc/version", "the URL to GET with the service account's token")
+	var urls []string
+	flag.Func("url", "a URL to GET with the service account's token; repeat for more (default https://kubernetes.default.svc/version)",
+		func(u string) error { urls = append(urls, u); return nil })
 	flag.Parse()
+	if len(urls) == 0 {
+		urls = []string{"https://kubernetes.default.svc/version"}
+	}
 	if *showVersion {
 		fmt.Println(version)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	// Both checks, until both have succeeded once: DNS and the Service may
+	// Every check, until each has succeeded once: DNS and the Service may
 	// come up after the pod.
-	resolved, fetched := false, false
-	for !resolved || !fetched {
+	resolved, fetched := false, map[string]bool{}
+	for !resolved || len(fetched) < len(urls) {
 		if !resolved {
 			resolved = resolve(ctx, *name)
 		}
-		if !fetched {
-			fetched = get(ctx, *url)
+		for _, u := range urls {
+			if !fetched[u] && get(ctx, u) {
+				fetched[u] = true
+			}
 		}
 		select {
 		case <-ctx.Done():
