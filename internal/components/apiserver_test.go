@@ -5,8 +5,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -33,5 +36,33 @@ func TestAPIServerDisruptionBudget(t *testing.T) {
 			assert.Equal(t, in.Selector(contract.APIServerComponent), budgets[0].Spec.Selector.MatchLabels)
 			assert.Equal(t, 1, budgets[0].Spec.MaxUnavailable.IntValue())
 		}
+	}
+}
+
+// Each TLSRoute leads to a port the API server's Service has, also when the
+// Cluster moves the API server's port.
+func TestGatewayRoutesLeadToServicePorts(t *testing.T) {
+	for _, port := range []int32{0, 443, 8443} {
+		c := goldenCases[0]
+		c.cluster = func(cl *clusterv1.Cluster) { cl.Spec.ClusterNetwork.APIServerPort = port }
+		objs, err := Exposure{}.Render(c.input(t))
+		require.NoError(t, err)
+		ports := map[int32]bool{}
+		for _, o := range objs {
+			if svc, ok := o.(*corev1.Service); ok {
+				for _, p := range svc.Spec.Ports {
+					ports[p.Port] = true
+				}
+			}
+		}
+		routes := 0
+		for _, o := range objs {
+			if route, ok := o.(*gatewayv1.TLSRoute); ok {
+				routes++
+				backend := *route.Spec.Rules[0].BackendRefs[0].Port
+				assert.True(t, ports[backend], "apiServerPort %d: TLSRoute %s leads to port %d, which the Service has not (%v)", port, route.Name, backend, ports)
+			}
+		}
+		assert.Equal(t, 3, routes, "the API server's, konnectivity's and the tunnel's")
 	}
 }

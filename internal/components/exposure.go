@@ -41,7 +41,7 @@ func (Exposure) Render(in render.Input) ([]client.Object, error) {
 	}
 	return []client.Object{
 		svc,
-		tlsRoute(in, in.Name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), contract.APIServerPort),
+		tlsRoute(in, in.Name("apiserver"), contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain), servicePort(in)),
 		tlsRoute(in, in.Name("konnectivity"), konnectivityHost(in), contract.KonnectivityPort),
 		tlsRoute(in, in.Name("kas-tunnel"), tunnelHost(in), contract.TunnelPort),
 	}, nil
