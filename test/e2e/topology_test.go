@@ -33,7 +33,8 @@ import (
 // config/samples, as users apply them (served through the Gateway capi in
 // capi-system, which the extension's gatewayName variable names), with one
 // change for this cluster: no infrastructure provider runs, so the class
-// uses the tests' minimal infrastructure kind.
+// uses the tests' minimal infrastructure kind, whose template has the
+// controlPlaneEndpoint the extension fills in.
 func classObjects(t *testing.T) string {
 	t.Helper()
 	var docs []string
@@ -56,7 +57,7 @@ func classObjects(t *testing.T) string {
 	docs = append(docs, `apiVersion: infrastructure.hostedcp.test/v1alpha1
 kind: TestClusterTemplate
 metadata: {name: test}
-spec: {template: {spec: {}}}
+spec: {template: {spec: {controlPlaneEndpoint: {}}}}
 `)
 	return strings.Join(docs, "---\n")
 }

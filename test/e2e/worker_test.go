@@ -109,6 +109,13 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 	})
 
 	cfg := hostedConfig(t, ns, name)
+	if gateway {
+		// kubectl exec's WebSocket and SPDY dialers resolve through the
+		// host's resolver, not the configuration's dialer: the host learns
+		// the gateway hostname the way the quickstart tells a user to.
+		require.NoError(t, local.AddHosts(local.HostsFile, cluster.GatewayAddress, gatewayHost(ns, name)))
+		t.Cleanup(func() { assert.NoError(t, local.RemoveHosts(local.HostsFile)) })
+	}
 	hosted, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	hostedClient, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
