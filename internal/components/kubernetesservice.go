@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,15 +140,5 @@ func tunnelDaemonSet(in render.Input) *appsv1.DaemonSet {
 			Path: nodeCAFile, Type: ptr.To(corev1.HostPathFile),
 		}}}},
 	}
-	return &appsv1.DaemonSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
-		ObjectMeta: workloadMeta("kube-system", KubernetesTunnelName, selector),
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{
-				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
-		},
-	}
+	return addonDaemonSet(KubernetesTunnelName, selector, pod)
 }

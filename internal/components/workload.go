@@ -127,6 +127,20 @@ func addonDeployment(name string, selector map[string]string, replicas int32, po
 	}
 }
 
+// addonDaemonSet is a DaemonSet of an add-on in kube-system whose pods carry
+// selector as labels, rolled one node at a time.
+func addonDaemonSet(name string, selector map[string]string, pod corev1.PodSpec) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: workloadMeta("kube-system", name, selector),
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: selector},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector}, Spec: pod},
+		},
+	}
+}
+
 func priorityClass(set, def string) string {
 	if set != "" {
 		return set
