@@ -13,6 +13,9 @@ KUSTOMIZE_VERSION   ?= v5.8.0
 CAPI_VERSION        := $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}' hack/capi/go.mod)
 
 BIN       := $(CURDIR)/bin
+# The Go modules of this repository: the product, the local management cluster
+# (tools/localcluster) and the end-to-end tests that use both (test/e2e).
+MODULES   := . tools/localcluster test/e2e
 KUBE_BIN  := $(BIN)/kube/$(KUBE_VERSION)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS)
 GOLANGCI       := $(BIN)/golangci-lint-$(GOLANGCI_LINT)
@@ -48,7 +51,7 @@ build: ## Build the controller, extension and tunnel binaries into bin/.
 
 .PHONY: images
 images: ## Build every binary and image of the local management cluster into bin/ (what is missing; ours always).
-	go run ./test/e2e/cmd/images
+	cd tools/localcluster && go run ./cmd/images
 
 .PHONY: manifests
 manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-components.yaml.
@@ -58,12 +61,12 @@ manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-com
 
 .PHONY: up
 up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster (GATEWAY=1: served through the Gateway).
-	go build -o $(LOCALCLUSTER) ./test/e2e/cmd/localcluster
+	cd tools/localcluster && go build -o $(LOCALCLUSTER) ./cmd/localcluster
 	KUSTOMIZE=$(KUSTOMIZE) $(LOCALCLUSTER) up -dir $(E2E_DIR) $(if $(filter-out 0,$(GATEWAY)),-gateway)
 
 .PHONY: down
 down: ## Tear down what make up started.
-	go build -o $(LOCALCLUSTER) ./test/e2e/cmd/localcluster
+	cd tools/localcluster && go build -o $(LOCALCLUSTER) ./cmd/localcluster
 	$(LOCALCLUSTER) down -dir $(E2E_DIR)
 
 .PHONY: dev
@@ -85,9 +88,8 @@ verify-generate: generate ## Fail when generated files are stale.
 		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- api config; git diff -- api config | head -50; exit 1; fi
 
 .PHONY: lint
-lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included).
-	go vet ./...
-	$(GOLANGCI) run ./...
+lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every module.
+	for m in $(MODULES); do (cd $$m && go vet ./... && $(GOLANGCI) run ./...); done
 
 ##@ Test
 
@@ -95,8 +97,9 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included).
 test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs.
 
 .PHONY: unit
-unit: ## Unit tests (no API server).
+unit: ## Unit tests (no API server), the local management cluster's included.
 	go test ./api/... ./internal/... ./cmd/...
+	cd tools/localcluster && go test ./...
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apiserver and etcd built from source.
@@ -104,8 +107,8 @@ envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apise
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
-	E2E=1 go test -count=1 ./test/e2e/cluster/ ./test/e2e/images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
-	E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./test/e2e/ -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
+	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
+	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
 .PHONY: host-packages
 host-packages: ## Install what the local management cluster needs from Debian, when missing.
@@ -117,7 +120,7 @@ host-packages: ## Install what the local management cluster needs from Debian, w
 bench: kube-binaries host-packages $(KUSTOMIZE) manifests ## Print performance figures as BENCH lines (not run by CI): controller, extension hooks, hosted control planes end to end.
 	go test ./test/envtest/bench -run '^$$' -bench . -benchtime 1x -timeout 30m 2>&1 | tee $(BIN)/bench.log | grep -E '^(BENCH|ok|FAIL|---)'
 	go test -count=1 ./test/envtest/extension -run '^$$' -bench . -benchtime 300x 2>&1 | tee $(BIN)/bench-extension.log | grep -E '^(BENCH|ok|FAIL|---)'
-	E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./test/e2e -run '^$$' -bench . -benchtime 1x -timeout 60m 2>&1 | tee $(BIN)/bench-e2e.log | grep -E '^(BENCH|ok|FAIL|---)'
+	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^$$' -bench . -benchtime 1x -timeout 60m 2>&1 | tee $(BIN)/bench-e2e.log | grep -E '^(BENCH|ok|FAIL|---)'
 
 ##@ Tools (built from source, cached in bin/)
 

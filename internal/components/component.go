@@ -74,5 +74,5 @@ func Workload() []Component {
 }
 
 // EtcdTag is etcd.Tag, for the tools that build the images control planes
-// run by default (test/e2e/images).
+// run by default (tools/localcluster/images).
 func EtcdTag(v semver.Version) string { return etcd.Tag(v) }

@@ -6,5 +6,5 @@
 // annotations (NewCAInjector).
 //
 // The envtest suite runs the controllers in-process; the local management
-// cluster runs both in a pod, through test/e2e/cmd/cert-manager.
+// cluster runs both in a pod, through tools/localcluster/cmd/cert-manager.
 package certmanager

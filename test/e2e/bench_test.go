@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // benchRuns is how many control planes BenchmarkHostedControlPlane creates
@@ -44,7 +44,7 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 			time.Sleep(30 * time.Second)
 			rss = controlPlaneRSS(b, ns, name)
 		}
-		deleteCluster(b, ns, name)
+		deleteClusters(b, client.ObjectKey{Namespace: ns, Name: name})
 	}
 	slices.Sort(durations)
 	available := durations[len(durations)/2].Seconds()

@@ -20,9 +20,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/provider"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/provider"
 )
 
 // gatewayCluster is hostedCluster with one API server and one etcd member,
@@ -171,7 +171,7 @@ func TestGatewaySharedByTwoClusters(t *testing.T) {
 	t.Run("nothing crashed", func(t *testing.T) { assertNoRestarts(t, restarts) })
 
 	t.Run("deleting the Clusters removes their routes", func(t *testing.T) {
-		deleteGatewayClusters(t, keyA, keyB)
+		deleteClusters(t, keyA, keyB)
 	})
 }
 
@@ -246,7 +246,7 @@ spec:
 
 	t.Run("nothing crashed", func(t *testing.T) { assertNoRestarts(t, restarts) })
 
-	t.Run("deleting the Cluster removes its routes", func(t *testing.T) { deleteGatewayClusters(t, key) })
+	t.Run("deleting the Cluster removes its routes", func(t *testing.T) { deleteClusters(t, key) })
 }
 
 // waitAvailable waits until the control plane key is Available.
@@ -282,33 +282,6 @@ func waitCondition(t *testing.T, key client.ObjectKey, condition string, status 
 		return nil
 	})
 	return got
-}
-
-// deleteGatewayClusters deletes Clusters served through a gateway and waits
-// until they and their TLSRoutes are gone. Their pods still terminate
-// then: TestHostedControlPlane waits for that, which takes a minute these
-// tests need not spend again.
-func deleteGatewayClusters(t *testing.T, keys ...client.ObjectKey) {
-	t.Helper()
-	ctx := testContext(t)
-	for _, key := range keys {
-		require.NoError(t, k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}))
-	}
-	for _, key := range keys {
-		eventually(t, 3*time.Minute, "Cluster "+key.String()+" and its TLSRoutes are gone", func() error {
-			if err := k8s.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("the Cluster is still there (%w)", err)
-			}
-			routes := &gatewayv1.TLSRouteList{}
-			if err := k8s.List(ctx, routes, client.InNamespace(key.Namespace)); err != nil {
-				return err
-			}
-			if len(routes.Items) > 0 {
-				return fmt.Errorf("%d TLSRoutes left", len(routes.Items))
-			}
-			return nil
-		})
-	}
 }
 
 // assertWarning checks that the control plane key has a Warning event with

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,10 +23,11 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // hostedCluster is a Cluster whose controlPlaneRef is a HostedControlPlane
@@ -112,7 +112,8 @@ func TestHostedControlPlane(t *testing.T) {
 	})
 
 	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
-		deleteCluster(t, ns, "direct")
+		deleteClusters(t, key)
+		podsAndClaimsGone(t, ns)
 	})
 }
 
@@ -212,48 +213,64 @@ func pollAPIServer(t *testing.T, cfg *rest.Config, during func()) (failures []st
 	return failures, count.Load()
 }
 
-// deleteCluster deletes a Cluster and waits until nothing of it is left in
-// its namespace: no HostedControlPlane, no object labelled with the
-// cluster's name, no pod, no volume claim, no certificate.
-func deleteCluster(t testing.TB, ns, name string) {
+// deleteClusters deletes Clusters and waits until they and every object of
+// theirs are gone: the control planes, Secrets, ConfigMaps, Services,
+// workloads, certificates and TLSRoutes in their namespaces. Their pods and
+// the claims those pods hold still terminate then: TestHostedControlPlane
+// waits for that (podsAndClaimsGone), which takes a minute the other tests
+// need not spend again.
+func deleteClusters(t testing.TB, keys ...client.ObjectKey) {
 	t.Helper()
 	ctx := testContext(t)
-	require.NoError(t, k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
-	eventually(t, 5*time.Minute, "the Cluster is gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
-		if apierrors.IsNotFound(err) {
+	for _, key := range keys {
+		require.NoError(t, k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}))
+	}
+	for _, key := range keys {
+		eventually(t, 5*time.Minute, "Cluster "+key.String()+" is gone", func() error {
+			if err := k8s.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%w)", err)
+			}
 			return nil
+		})
+		eventually(t, 3*time.Minute, "nothing of Cluster "+key.String()+" is left", func() error {
+			return leftIn(ctx, key.Namespace, &v1alpha1.HostedControlPlaneList{}, &corev1.SecretList{}, &corev1.ConfigMapList{},
+				&corev1.ServiceList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &cmv1.CertificateList{},
+				&cmv1.IssuerList{}, &gatewayv1.TLSRouteList{})
+		})
+	}
+}
+
+// podsAndClaimsGone waits until the pods of the deleted Clusters in ns and
+// their volume claims are gone too.
+func podsAndClaimsGone(t testing.TB, ns string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "no pod or claim is left", func() error {
+		return leftIn(testContext(t), ns, &corev1.PodList{}, &corev1.PersistentVolumeClaimList{})
+	})
+}
+
+// leftIn lists the objects of each kind in ns, apart from the namespace's
+// own root CA ConfigMap, and fails when there are any.
+func leftIn(ctx context.Context, ns string, lists ...client.ObjectList) error {
+	var left []string
+	for _, list := range lists {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
 		}
+		items, err := apimeta.ExtractList(list)
 		if err != nil {
 			return err
 		}
-		return errors.New("still there")
-	})
-	eventually(t, 3*time.Minute, "nothing of the Cluster is left", func() error {
-		var left []string
-		for _, list := range []client.ObjectList{
-			&v1alpha1.HostedControlPlaneList{}, &corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
-			&corev1.SecretList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
-			&appsv1.StatefulSetList{}, &cmv1.CertificateList{}, &cmv1.IssuerList{},
-		} {
-			if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return err
+		for _, item := range items {
+			o, _ := item.(client.Object)
+			if o.GetName() == "kube-root-ca.crt" {
+				continue // every namespace's own
 			}
-			items, err := apimeta.ExtractList(list)
-			if err != nil {
-				return err
-			}
-			for _, item := range items {
-				o, _ := item.(client.Object)
-				if o.GetName() == "kube-root-ca.crt" {
-					continue // every namespace's own
-				}
-				left = append(left, fmt.Sprintf("%T %s", o, o.GetName()))
-			}
+			left = append(left, fmt.Sprintf("%T %s", o, o.GetName()))
 		}
-		if len(left) > 0 {
-			return fmt.Errorf("left: %v", left)
-		}
-		return nil
-	})
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left: %v", left)
+	}
+	return nil
 }

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // A control plane exposed through a NodePort Service without a host of the
@@ -56,5 +56,5 @@ func TestNodePortExposure(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	deleteCluster(t, ns, "nodeport")
+	deleteClusters(t, key)
 }

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/provider"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/provider"
 )
 
 // The controller's pod killed while it provisions a control plane: its
@@ -119,6 +119,6 @@ func TestControllerKilledWhileProvisioning(t *testing.T) {
 	})
 
 	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
-		deleteCluster(t, ns, "restart")
+		deleteClusters(t, key)
 	})
 }

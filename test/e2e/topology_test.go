@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // classObjects are the ClusterClass and HostedControlPlaneTemplate of
@@ -189,7 +189,7 @@ spec:
 	})
 
 	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
-		deleteCluster(t, ns, "topo")
+		deleteClusters(t, client.ObjectKey{Namespace: ns, Name: "topo"})
 	})
 }
 

@@ -32,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // workerPodCIDR is the worker's share of hostedCluster's pod network
@@ -243,7 +243,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		assert.True(t, os.IsNotExist(err), "the worker's directory is removed: %v", err)
 		_, err = os.Stat("/run/netns/hcpw-" + nodeName)
 		assert.True(t, os.IsNotExist(err), "the worker's network namespace is removed: %v", err)
-		deleteCluster(t, ns, name)
+		deleteClusters(t, key)
 	})
 }
 

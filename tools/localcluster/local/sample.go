@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 )
 
 // CreateSample applies the Cluster and HostedControlPlane of file into the

@@ -91,10 +91,12 @@ func kubeBuild() build {
 // builds are every build, in the order Ensure runs them: what the harness
 // runs as processes first, the upgrade's older release last.
 func builds() []build {
-	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./cmd/tunnel"),
-		cmd("./test/e2e/cmd/cert-manager"),
-		cmd("./test/e2e/cmd/probe"))
+	// This repository's binaries: the product's, and the two the local
+	// cluster runs in pods, from this tool's own module.
+	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./cmd/tunnel"))
 	own.fresh = true
+	harness := goBuild("dev", "tools/localcluster", "-s -w", cmd("./cmd/cert-manager"), cmd("./cmd/probe"))
+	harness.fresh = true
 	return []build{
 		kubeBuild(),
 		pauseBuild(),
@@ -107,6 +109,7 @@ func builds() []build {
 		goBuild("capi/"+CAPIVersion, "hack/capi", "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion="+CAPIVersion,
 			target{"sigs.k8s.io/cluster-api/core", "manager"}),
 		own,
+		harness,
 		goBuild("kube/"+PreviousKubeVersion, "hack/kube-"+PreviousKubeVersion, kubeLDFlags(PreviousKubeVersion),
 			cmd("k8s.io/kubernetes/cmd/kube-apiserver"), cmd("k8s.io/kubernetes/cmd/kube-controller-manager"),
 			cmd("k8s.io/kubernetes/cmd/kube-scheduler")),

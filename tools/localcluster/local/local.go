@@ -10,10 +10,10 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/provider"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/provider"
 )
 
 // ClusterConfig builds every binary and image that is missing and returns

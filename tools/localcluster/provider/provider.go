@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 )
 
 // Config says where the pieces come from.

@@ -31,7 +31,7 @@ const (
 	// Gateway API v1.6 with TLSRoute v1 and TLS passthrough.
 	TraefikVersion = "v3.7.13"
 	// CertManagerVersion is the cert-manager release this module's
-	// test/e2e/cmd/cert-manager runs the controllers and cainjector of.
+	// tools/localcluster/cmd/cert-manager runs the controllers and cainjector of.
 	CertManagerVersion = "v1.21.2"
 	// DevTag tags the images of this repository's own binaries, as
 	// config/ names them.

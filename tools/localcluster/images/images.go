@@ -125,7 +125,7 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 // TraefikImage is the management cluster's Gateway API implementation.
 const TraefikImage = "docker.io/library/traefik:" + TraefikVersion
 
-// ProbeImage runs test/e2e/cmd/probe, which checks DNS and the API server
+// ProbeImage runs tools/localcluster/cmd/probe, which checks DNS and the API server
 // from inside a pod.
 const ProbeImage = "hostedcp.test/probe:" + DevTag
 

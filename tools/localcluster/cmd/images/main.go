@@ -7,7 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 )
 
 func main() {
@@ -20,7 +21,7 @@ func main() {
 func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
-	root, err := os.Getwd()
+	root, err := envtest.RepoRoot()
 	if err != nil {
 		return err
 	}

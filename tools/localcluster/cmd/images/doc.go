@@ -1,0 +1,5 @@
+// Command images builds every binary and container image the local
+// management cluster and the end-to-end tests need that is missing under the
+// repository's bin/ (see package tools/localcluster/images), then prints each
+// image's reference and tarball. `make images` runs it.
+package main
