@@ -45,6 +45,23 @@ const (
 	KonnectivityAgentReadyCondition = "KonnectivityAgentReady"
 )
 
+// BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
+// for was stored and verified. It never affects Available.
+const BackupReadyCondition = "BackupReady"
+
+// Reasons of BackupReady when it is false: what kept the snapshot from
+// being stored.
+const (
+	BackupSecretInvalidReason  = "BackupSecretInvalid"
+	BucketNotFoundReason       = "BucketNotFound"
+	CredentialsRefusedReason   = "CredentialsRefused"
+	EndpointUnreachableReason  = "EndpointUnreachable"
+	EtcdUnavailableReason      = "EtcdUnavailable"
+	SnapshotFailedReason       = "SnapshotFailed"
+	FinalSnapshotSkippedReason = "FinalSnapshotSkipped"
+	BackupPendingReason        = "BackupPending"
+)
+
 // Condition reasons.
 const (
 	ReadyReason                  = "Ready"

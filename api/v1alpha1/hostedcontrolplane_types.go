@@ -10,6 +10,11 @@ import (
 // explicit consent to lower spec.etcd.replicas, which removes etcd members.
 const AllowEtcdScaleDownAnnotation = "controlplane.cluster.x-k8s.io/allow-etcd-scale-down"
 
+// BackupNowAnnotation, set on a HostedControlPlane with spec.etcd.backup (to
+// any value), asks for one etcd snapshot now, outside the schedule. The
+// controller removes it once the snapshot is stored.
+const BackupNowAnnotation = "controlplane.cluster.x-k8s.io/backup-now"
+
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
 // +kubebuilder:storageversion
@@ -26,6 +31,7 @@ const AllowEtcdScaleDownAnnotation = "controlplane.cluster.x-k8s.io/allow-etcd-s
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.upToDateReplicas`,description="API server replicas with the desired spec",priority=1
 // +kubebuilder:printcolumn:name="Etcd",type=integer,JSONPath=`.spec.etcd.replicas`,description="Desired etcd members",priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,description="Desired Kubernetes version"
+// +kubebuilder:printcolumn:name="Last backup",type=date,JSONPath=`.status.etcd.lastBackupTime`,description="When the last etcd snapshot was stored",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // HostedControlPlane is a Kubernetes control plane whose components run as
@@ -150,11 +156,20 @@ type EtcdStatus struct {
 	// +optional
 	VolumeUsage *resource.Quantity `json:"volumeUsage,omitempty"`
 
-	// lastBackupTime is when the last snapshot was stored.
+	// lastBackupTime is when the last snapshot was stored and verified.
 	// +optional
 	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
 
-	// nextBackupTime is when the next snapshot is due.
+	// lastBackupKey is the object key of the last snapshot in the bucket.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LastBackupKey string `json:"lastBackupKey,omitempty"`
+
+	// lastBackupSize is the size of the last snapshot.
+	// +optional
+	LastBackupSize *resource.Quantity `json:"lastBackupSize,omitempty"`
+
+	// nextBackupTime is when the next scheduled snapshot is due.
 	// +optional
 	NextBackupTime *metav1.Time `json:"nextBackupTime,omitempty"`
 }

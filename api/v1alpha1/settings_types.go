@@ -290,7 +290,9 @@ type EtcdSpec struct {
 
 // EtcdBackup schedules etcd snapshots into S3 compatible storage.
 type EtcdBackup struct {
-	// schedule in cron format (five fields, or a descriptor such as @daily).
+	// schedule in cron format (five fields, or a descriptor such as @daily),
+	// in UTC unless it starts with CRON_TZ=<IANA time zone>, for example
+	// "CRON_TZ=Europe/Berlin 0 3 * * *".
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
@@ -351,6 +353,13 @@ type EtcdBackupSecret struct {
 	// +optional
 	// +kubebuilder:default=bucket
 	BucketKey *string `json:"bucketKey,omitempty"`
+
+	// caKey is the key of the PEM encoded CA that signs the endpoint's
+	// serving certificate; when the Secret has no such key, the system's
+	// roots are trusted.
+	// +optional
+	// +kubebuilder:default=ca.crt
+	CAKey *string `json:"caKey,omitempty"`
 }
 
 // CertificatesSpec sets certificate authority lifetimes.
