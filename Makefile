@@ -38,6 +38,7 @@ KUBE_LDFLAGS := -s -w \
 # end-to-end tests also run the Cluster API manager.
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 export CAPI_MANAGER
+export VERSITYGW
 
 .PHONY: help
 help: ## Show the targets.
@@ -102,7 +103,7 @@ unit: ## Unit tests (no API server), the local management cluster's included.
 	cd tools/localcluster && go test ./...
 
 .PHONY: envtest
-envtest: kube-binaries capi-manager manifests ## Tests against a real kube-apiserver and etcd built from source.
+envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: test-e2e
@@ -150,6 +151,16 @@ $(CAPI_MANAGER):
 	mkdir -p $(dir $@)
 	cd hack/capi && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION)' \
 		-o $@ sigs.k8s.io/cluster-api/core
+
+VERSITYGW_VERSION := $(shell awk '$$1 == "github.com/versity/versitygw" {print $$2}' hack/versitygw/go.mod)
+VERSITYGW         := $(BIN)/versitygw/$(VERSITYGW_VERSION)/versitygw
+
+.PHONY: versitygw
+versitygw: $(VERSITYGW) ## Build versitygw, the S3-compatible server the backup tests run (hack/versitygw).
+
+$(VERSITYGW):
+	mkdir -p $(dir $@)
+	cd hack/versitygw && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ github.com/versity/versitygw/cmd/versitygw
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS)
