@@ -120,7 +120,7 @@ func (c *Checker) status(ctx context.Context, endpoint string, cli *clientv3.Cli
 	}
 	return Status{
 		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(),
-		DBSize: resp.GetDbSize(), DBSizeQuota: resp.GetDbSizeQuota(),
+		DBSize: resp.GetDbSize(), DBSizeQuota: resp.GetDbSizeQuota(), Revision: resp.GetHeader().GetRevision(),
 	}
 }
 

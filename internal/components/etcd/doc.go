@@ -18,6 +18,11 @@
 // repeated checks reuse their connections, and every call is bounded by a
 // timeout.
 //
+// The same clients stream snapshots (Checker.Snapshot) from a member that
+// answers, a follower when there is one; VerifyingReader checks such a
+// stream's trailing sha256 as it passes, the way etcdutl checks a snapshot
+// before restoring it.
+//
 // Of the renderer it imports only the building blocks (render) and the
 // readiness rules, so that the extension, which only checks health, carries
 // no other component.

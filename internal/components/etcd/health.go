@@ -33,7 +33,9 @@ type Status struct {
 	Leader      uint64
 	DBSize      int64
 	DBSizeQuota int64
-	Err         error
+	// Revision is the store's revision when the member answered.
+	Revision int64
+	Err      error
 }
 
 // Alarm is an alarm raised on a member, such as NOSPACE or CORRUPT.
