@@ -21,6 +21,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
@@ -87,6 +89,14 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}
+	checker := etcd.NewChecker()
+	defer checker.Close()
+	backups := backup.DefaultOptions()
+	backups.MaxConcurrent = cfg.MaxConcurrentBackups
+	if err := backup.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), checker,
+		mgr.GetEventRecorder("hosted-control-plane-controller"), backups).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("etcd backup controller: %w", err)
+	}
 	ready := healthz.Ping
 	if cfg.EnableWebhooks {
 		if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
@@ -104,6 +114,6 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		return fmt.Errorf("readiness check: %w", err)
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
-		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles)
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups)
 	return mgr.Start(ctx)
 }

@@ -12,14 +12,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // reconcileDelete removes what garbage collection cannot: the Secrets
-// cert-manager issued. Their Certificates go first, or cert-manager would
+// cert-manager issued, once the final etcd snapshot is stored or given up
+// on (see internal/backup). Their Certificates go first, or cert-manager would
 // issue them again. Everything else is owned by the control plane and goes
 // with it once the finalizer is released.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if controllerutil.ContainsFinalizer(s.hcp, backup.Finalizer) {
+		// The final etcd snapshot needs etcd's client certificate; the
+		// backup controller's removal of its finalizer brings us back.
+		return ctrl.Result{}, nil
+	}
 	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}

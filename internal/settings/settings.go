@@ -110,6 +110,8 @@ type Controller struct {
 	Namespace string
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
+	// MaxConcurrentBackups bounds the etcd snapshots taken at once.
+	MaxConcurrentBackups int
 	// EnableWebhooks serves the admission webhooks.
 	EnableWebhooks bool
 	// TunnelImage is the image of cmd/tunnel that gateway mode runs beside
@@ -120,6 +122,10 @@ type Controller struct {
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
 // in parallel unless MAX_CONCURRENT_RECONCILES says otherwise.
 const DefaultMaxConcurrentReconciles = 10
+
+// DefaultMaxConcurrentBackups is how many etcd snapshots are taken at once
+// unless MAX_CONCURRENT_BACKUPS says otherwise.
+const DefaultMaxConcurrentBackups = 2
 
 // serviceAccountNamespaceFile is where Kubernetes tells a pod its namespace.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -139,6 +145,8 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	src.String(&c.Namespace, "controller-namespace", "CONTROLLER_NAMESPACE", "", "namespace of the controller and its leader lease (detected in a pod)")
 	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", DefaultMaxConcurrentReconciles,
 		"control planes reconciled in parallel")
+	src.Int(&c.MaxConcurrentBackups, "max-concurrent-backups", "MAX_CONCURRENT_BACKUPS", DefaultMaxConcurrentBackups,
+		"etcd snapshots taken and uploaded at once, across all control planes")
 	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
 	src.String(&c.TunnelImage, "tunnel-image", "TUNNEL_IMAGE", contract.DefaultTunnelImage,
 		"image of the tunnel that carries a workload cluster's kubernetes Service through the Gateway")
@@ -155,6 +163,9 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
+	}
+	if c.MaxConcurrentBackups < 1 || c.MaxConcurrentBackups > 20 {
+		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_BACKUPS/--max-concurrent-backups %d: use 1 to 20", c.MaxConcurrentBackups))
 	}
 	// Said here rather than by the manager, which would fail only after
 	// connecting, with a message that names none of our settings.

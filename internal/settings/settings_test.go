@@ -28,12 +28,13 @@ func TestControllerReadsEnvironment(t *testing.T) {
 		"LEADER_ELECTION": "false", "WEBHOOK_CERT_DIR": dir, "MAX_CONCURRENT_RECONCILES": "7",
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
-		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1",
+		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1", "MAX_CONCURRENT_BACKUPS": "4",
 	}))
 	require.NoError(t, err)
 	assert.False(t, c.LeaderElection)
 	assert.Equal(t, dir, c.CertDir)
 	assert.Equal(t, 7, c.MaxConcurrentReconciles)
+	assert.Equal(t, 4, c.MaxConcurrentBackups)
 	assert.Equal(t, "capi-system", c.Namespace)
 	assert.Equal(t, "text", c.LogFormat)
 	assert.Equal(t, "debug", c.LogLevel)
@@ -66,6 +67,7 @@ func TestDefaults(t *testing.T) {
 	assert.True(t, c.LeaderElection)
 	assert.True(t, c.EnableWebhooks)
 	assert.Equal(t, 10, c.MaxConcurrentReconciles)
+	assert.Equal(t, 2, c.MaxConcurrentBackups)
 	assert.Equal(t, "json", c.LogFormat)
 	assert.Equal(t, "info", c.LogLevel)
 	assert.Equal(t, ":8080", c.MetricsAddr)

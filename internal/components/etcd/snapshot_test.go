@@ -36,7 +36,7 @@ func TestVerifyingReader(t *testing.T) {
 			}
 			v := VerifyingReader(r)
 			got, err := io.ReadAll(v)
-			require.Equal(t, tc.stream, []byte(got), "the stream passes through unchanged")
+			require.Equal(t, tc.stream, got, "the stream passes through unchanged")
 			if tc.ok {
 				require.NoError(t, err)
 				require.Equal(t, int64(len(tc.stream)), v.Size())

@@ -1,0 +1,46 @@
+// Package backup takes the etcd snapshots spec.etcd.backup asks for and
+// stores them in S3-compatible storage: on the cron schedule, when the
+// backup-now annotation asks, and once more before the control plane is
+// deleted.
+//
+// Where the work runs: in the controller, which streams a snapshot from one
+// etcd member straight into an S3 multipart upload. A Job per backup was the
+// alternative; it would need an image with an S3 client, the etcd client
+// certificate and the S3 credentials mounted into a pod, scheduling
+// latency, and a second channel to report back what was stored, to move work
+// that is almost entirely waiting on two network connections. In the
+// controller a snapshot costs one goroutine and one upload buffer (PartSize,
+// 16 MiB by default) whatever the database size, reuses the etcd clients the
+// health checks keep (etcd.Checker), and its outcome lands in the status in
+// the same pass.
+//
+// Load stays bounded as the number of control planes grows: a controller of
+// its own, apart from the control plane reconciler, takes snapshots with at
+// most MaxConcurrent of them (2 by default, MAX_CONCURRENT_BACKUPS) running
+// at once; the others wait in its queue. Each control plane's schedule is
+// shifted by a fixed offset derived from its name, up to a tenth of the
+// schedule's period and at most five minutes, so many control planes on the
+// same schedule do not all start in the same second. Snapshots come from a
+// follower when there is one, so the leader keeps serving writes.
+//
+// A snapshot counts as taken only once it is stored and verified: the
+// stream must end in the sha256 of the database (etcd.VerifyingReader, the
+// check etcdutl makes before a restore), the upload must complete, and the
+// stored object must have the size that was streamed. A stream that breaks
+// or fails the check aborts the multipart upload, so no object is left that
+// could be mistaken for a snapshot; an upload the server never hears the
+// end of stays an incomplete multipart upload, which lists no object.
+//
+// Objects are named <prefix><namespace>/<cluster>/<UTC time>-rev<revision>.db,
+// so they sort by time within a cluster; the revision is the member's when
+// the snapshot began (the snapshot holds at least it). After each snapshot
+// the retentionCount newest objects of that name pattern under the
+// cluster's own folder are kept and older ones deleted.
+//
+// Schedules are in UTC unless they start with CRON_TZ=<zone>. When runs
+// were missed (the controller was down), one snapshot is taken at once, not
+// one per missed run. A snapshot that fails is retried every RetryInterval
+// until one succeeds; BackupReady says what failed, and a Warning event
+// tells of each new failure. The Available condition never depends on
+// backups.
+package backup
