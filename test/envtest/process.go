@@ -55,8 +55,12 @@ func (p *Process) Write(b []byte) (int, error) {
 	return p.out.Write(b)
 }
 
-// Output is what the process printed so far.
+// Output is what the process printed so far; nothing for a process that
+// was never started.
 func (p *Process) Output() string {
+	if p == nil {
+		return ""
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.out.String()
@@ -112,6 +116,15 @@ func (p *Process) Stop(timeout time.Duration) error {
 		<-p.done
 		return fmt.Errorf("did not stop within %s after SIGTERM:\n%s", timeout, p.Output())
 	}
+}
+
+// Kill kills the process at once, as a crash would, and waits for it.
+func (p *Process) Kill() error {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-p.done
+	return nil
 }
 
 // Exited reports whether the process has ended, and how.

@@ -6,4 +6,10 @@
 // tests check what a user would see: the variables a ClusterClass lists,
 // the HostedControlPlane a topology gets, upgrades held and released. Its
 // benchmarks measure the hooks' latency (`make bench`).
+//
+// The same kind of etcd cluster is backed up by the controller's backup
+// controller (internal/backup, run in the test process) into a real S3
+// server, versitygw built from source by `make versitygw` (VERSITYGW names
+// the binary), reached through a TCP relay that can kill the server in the
+// middle of an upload.
 package extension
