@@ -32,8 +32,11 @@ func (h *Handlers) AfterControlPlaneUpgrade(ctx context.Context, req *runtimehoo
 }
 
 // BeforeClusterDelete lets the deletion proceed and closes the extension's
-// etcd connections of the cluster, which is going away. A final etcd
-// snapshot belongs here once the controller takes backups.
+// etcd connections of the cluster, which is going away. The final etcd
+// snapshot is not taken here but by the controller, which holds the
+// HostedControlPlane with a finalizer until it is stored (internal/backup):
+// that way it is taken also when a control plane is deleted without its
+// Cluster, or without the extension registered.
 func (h *Handlers) BeforeClusterDelete(ctx context.Context, req *runtimehooksv1.BeforeClusterDeleteRequest, resp *runtimehooksv1.BeforeClusterDeleteResponse) {
 	h.Etcd.Forget(types.NamespacedName{Namespace: req.Cluster.Namespace, Name: req.Cluster.Name})
 	ctrl.LoggerFrom(ctx).Info("Cluster is being deleted, closed its etcd connections", "Cluster", klog.KObj(&req.Cluster))

@@ -125,8 +125,8 @@ spec:
 	assert.Equal(t, v1alpha1.ExposureLoadBalancer, hcp.Spec.Exposure.Type)
 	assert.Equal(t, ptr.To[int32](7), hcp.Spec.Etcd.Backup.RetentionCount)
 	s := hcp.Spec.Etcd.Backup.Secret
-	assert.Equal(t, []string{"accessKeyID", "secretAccessKey", "host", "region", "bucket"},
-		[]string{*s.AccessKeyIDKey, *s.SecretAccessKeyKey, *s.HostKey, *s.RegionKey, *s.BucketKey})
+	assert.Equal(t, []string{"accessKeyID", "secretAccessKey", "host", "region", "bucket", "ca.crt"},
+		[]string{*s.AccessKeyIDKey, *s.SecretAccessKeyKey, *s.HostKey, *s.RegionKey, *s.BucketKey, *s.CAKey})
 
 	// Without any etcd section the members still default to three.
 	_, err = create(t, ns, `
