@@ -101,15 +101,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.stop(ctx, hcp)
 	}
 	cluster, err := util.GetOwnerCluster(ctx, r.client, hcp.ObjectMeta)
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("owner cluster: %w", err)
 	}
-	if cluster == nil || annotations.IsPaused(cluster, hcp) {
+	deleting := !hcp.DeletionTimestamp.IsZero()
+	switch {
+	case deleting && cluster == nil:
+		// Its etcd is found by the Cluster's name: without the Cluster
+		// there is nothing to wait for.
+		return ctrl.Result{}, r.withoutFinal(ctx, hcp, "the control plane has no Cluster")
+	case cluster == nil || annotations.IsPaused(cluster, hcp):
 		// Neither Cluster API's owner reference nor unpausing changes the
 		// generation: look again later.
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
-	}
-	if !hcp.DeletionTimestamp.IsZero() {
+	case deleting:
 		return r.final(ctx, hcp, cluster.Name)
 	}
 	return r.scheduled(ctx, hcp, cluster.Name)
@@ -160,36 +165,50 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 
 // final takes the snapshot a control plane being deleted leaves behind,
 // trying until FinalSnapshotTimeout after the deletion; then it lets the
-// deletion go on, with or without it.
+// deletion go on without it.
 func (r *Reconciler) final(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(hcp, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	helper, err := patch.NewHelper(hcp, r.client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	deleted := hcp.DeletionTimestamp.Time
-	left := time.Until(deleted.Add(r.opts.FinalSnapshotTimeout))
-	switch last := hcp.Status.Etcd.LastBackupTime; {
-	case last != nil && !last.Before(hcp.DeletionTimestamp):
-		// Taken in an earlier pass.
-	case left <= 0:
-		msg := fmt.Sprintf("no final snapshot was stored within %s of the deletion; deletion goes on without it", r.opts.FinalSnapshotTimeout)
-		if c := conditions.Get(hcp, v1alpha1.BackupReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
-			msg += ": " + c.Message
+	left := time.Until(hcp.DeletionTimestamp.Add(r.opts.FinalSnapshotTimeout))
+	if last := hcp.Status.Etcd.LastBackupTime; last == nil || last.Before(hcp.DeletionTimestamp) {
+		if left <= 0 {
+			return ctrl.Result{}, r.withoutFinal(ctx, hcp, fmt.Sprintf("none was stored within %s of the deletion", r.opts.FinalSnapshotTimeout))
 		}
-		setCondition(hcp, metav1.ConditionFalse, v1alpha1.FinalSnapshotSkippedReason, msg)
-		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, v1alpha1.FinalSnapshotSkippedReason, "FinalBackup", msg)
-	case r.snapshot(ctx, hcp, cluster, min(r.opts.SnapshotTimeout, left)) != nil:
-		err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.BackupReadyCondition}})
-		return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, left)}, err
-	}
-	hcp.Status.Etcd.NextBackupTime = nil
-	if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.BackupReadyCondition}}); err != nil {
-		return ctrl.Result{}, err
+		helper, err := patch.NewHelper(hcp, r.client)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		failed := r.snapshot(ctx, hcp, cluster, min(r.opts.SnapshotTimeout, left))
+		hcp.Status.Etcd.NextBackupTime = nil
+		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.BackupReadyCondition}}); err != nil || failed != nil {
+			return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, left)}, err
+		}
 	}
 	return ctrl.Result{}, r.removeFinalizer(ctx, hcp)
+}
+
+// withoutFinal lets the deletion go on without a final snapshot, and says
+// why in BackupReady (after the last failure, if any) and an event.
+func (r *Reconciler) withoutFinal(ctx context.Context, hcp *v1alpha1.HostedControlPlane, why string) error {
+	if !controllerutil.ContainsFinalizer(hcp, Finalizer) {
+		return nil
+	}
+	helper, err := patch.NewHelper(hcp, r.client)
+	if err != nil {
+		return err
+	}
+	msg := "no final snapshot: " + why + "; deletion goes on without it"
+	if c := conditions.Get(hcp, v1alpha1.BackupReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+		msg += "; the last failure: " + c.Message
+	}
+	setCondition(hcp, metav1.ConditionFalse, v1alpha1.FinalSnapshotSkippedReason, msg)
+	r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, v1alpha1.FinalSnapshotSkippedReason, "FinalBackup", msg)
+	hcp.Status.Etcd.NextBackupTime = nil
+	if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.BackupReadyCondition}}); err != nil {
+		return err
+	}
+	return r.removeFinalizer(ctx, hcp)
 }
 
 // stop undoes what backups added to a control plane whose spec no longer

@@ -211,25 +211,33 @@ func TestFinalSnapshotNeverBlocksDeletion(t *testing.T) {
 	}
 	require.NoError(t, k8s.Create(ctx, closed))
 	startBackups(t, 5*time.Second)
-	hcp := backedUpControlPlane(t, ns, "lost", "lost", v1alpha1.EtcdBackup{
-		Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "gone"},
-	})
-	key := client.ObjectKeyFromObject(hcp)
-	eventually(t, 30*time.Second, "the backup finalizer", func() error {
-		require.NoError(t, k8s.Get(ctx, key, hcp))
-		if !slices.Contains(hcp.Finalizers, backup.Finalizer) {
-			return fmt.Errorf("finalizers: %v", hcp.Finalizers)
-		}
-		return nil
-	})
-	require.NoError(t, k8s.Delete(ctx, hcp))
-	eventually(t, 30*time.Second, "deletion without a final snapshot", func() error {
-		if err := k8s.Get(ctx, key, &v1alpha1.HostedControlPlane{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %w", err)
-		}
-		return nil
-	})
-	requireEvent(t, ns, "lost", v1alpha1.FinalSnapshotSkippedReason, "no final snapshot was stored within 5s")
+	unreachable := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "gone"}}
+	lost := backedUpControlPlane(t, ns, "lost", "lost", unreachable)
+	orphan := backedUpControlPlane(t, ns, "orphan", "orphan", unreachable)
+	for _, hcp := range []*v1alpha1.HostedControlPlane{lost, orphan} {
+		eventually(t, 30*time.Second, "the backup finalizer", func() error {
+			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
+			if !slices.Contains(hcp.Finalizers, backup.Finalizer) {
+				return fmt.Errorf("finalizers of %s: %v", hcp.Name, hcp.Finalizers)
+			}
+			return nil
+		})
+	}
+	// The orphan's Cluster goes first: there is no etcd left to find.
+	require.NoError(t, k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan"}}))
+	for _, hcp := range []*v1alpha1.HostedControlPlane{lost, orphan} {
+		require.NoError(t, k8s.Delete(ctx, hcp))
+	}
+	for _, hcp := range []*v1alpha1.HostedControlPlane{lost, orphan} {
+		eventually(t, 30*time.Second, "deletion without a final snapshot", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(hcp), &v1alpha1.HostedControlPlane{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s still there: %w", hcp.Name, err)
+			}
+			return nil
+		})
+	}
+	requireEvent(t, ns, "lost", v1alpha1.FinalSnapshotSkippedReason, "no final snapshot: none was stored within 5s of the deletion; deletion goes on without it; the last failure: etcd: ")
+	requireEvent(t, ns, "orphan", v1alpha1.FinalSnapshotSkippedReason, "no final snapshot: the control plane has no Cluster")
 }
 
 // writeConfigMaps stores n ConfigMaps the way the API server does, each
