@@ -26,6 +26,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -41,11 +42,14 @@ const testBucket = "backups"
 
 // startBackups runs the controller's backup controller (internal/backup,
 // as cmd/controller runs it) in this process, retrying failures every
-// second and giving up on a final snapshot after finalTimeout.
-func startBackups(t *testing.T, finalTimeout time.Duration) {
+// second and giving up on a final snapshot after finalTimeout. It sees only
+// namespace ns, so that it leaves no finalizer on other tests' control
+// planes once it stops.
+func startBackups(t *testing.T, ns string, finalTimeout time.Duration) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	require.NoError(t, err)
@@ -107,7 +111,7 @@ func TestEtcdBackups(t *testing.T) {
 		require.NoError(t, err)
 	}
 	writeConfigMaps(t, db, 2000)
-	startBackups(t, 10*time.Second)
+	startBackups(t, ns, 10*time.Second)
 
 	hcp := backedUpControlPlane(t, ns, cluster, cluster, v1alpha1.EtcdBackup{
 		Schedule: "@every 2s", RetentionCount: ptr.To[int32](2), Secret: v1alpha1.EtcdBackupSecret{Name: "s3"},
@@ -210,7 +214,7 @@ func TestFinalSnapshotNeverBlocksDeletion(t *testing.T) {
 		},
 	}
 	require.NoError(t, k8s.Create(ctx, closed))
-	startBackups(t, 5*time.Second)
+	startBackups(t, ns, 5*time.Second)
 	unreachable := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "gone"}}
 	lost := backedUpControlPlane(t, ns, "lost", "lost", unreachable)
 	orphan := backedUpControlPlane(t, ns, "orphan", "orphan", unreachable)
