@@ -40,12 +40,21 @@ import (
 // testBucket is the bucket the backup tests store snapshots in.
 const testBucket = "backups"
 
+// testOptions retry failures every second, give up on a final snapshot
+// after finalTimeout, and upload in parts of the smallest size S3 allows,
+// so that a few MiB make several parts.
+func testOptions(finalTimeout time.Duration) backup.Options {
+	opts := backup.DefaultOptions()
+	opts.RetryInterval, opts.FinalSnapshotTimeout, opts.SnapshotTimeout = time.Second, finalTimeout, 2*time.Minute
+	opts.PartSize = 5 << 20
+	return opts
+}
+
 // startBackups runs the controller's backup controller (internal/backup,
-// as cmd/controller runs it) in this process, retrying failures every
-// second and giving up on a final snapshot after finalTimeout. It sees only
+// as cmd/controller runs it) in this process with opts. It sees only
 // namespace ns, so that it leaves no finalizer on other tests' control
 // planes once it stops.
-func startBackups(t *testing.T, ns string, finalTimeout time.Duration) {
+func startBackups(t testing.TB, ns string, opts backup.Options) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
@@ -55,9 +64,6 @@ func startBackups(t *testing.T, ns string, finalTimeout time.Duration) {
 	require.NoError(t, err)
 	checker := etcd.NewChecker()
 	t.Cleanup(checker.Close)
-	opts := backup.DefaultOptions()
-	opts.RetryInterval, opts.FinalSnapshotTimeout, opts.SnapshotTimeout = time.Second, finalTimeout, 2*time.Minute
-	opts.PartSize = 5 << 20 // the smallest S3 allows: a few MiB make several parts
 	require.NoError(t, backup.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), checker,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), opts).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +74,7 @@ func startBackups(t *testing.T, ns string, finalTimeout time.Duration) {
 
 // backedUpControlPlane creates a Cluster and its HostedControlPlane with
 // spec.etcd.backup as a user writes it, owned as Cluster API owns it.
-func backedUpControlPlane(t *testing.T, ns, cluster, name string, b v1alpha1.EtcdBackup) *v1alpha1.HostedControlPlane {
+func backedUpControlPlane(t testing.TB, ns, cluster, name string, b v1alpha1.EtcdBackup) *v1alpha1.HostedControlPlane {
 	t.Helper()
 	ctx := testContext(t)
 	c := &clusterv1.Cluster{}
@@ -103,7 +109,7 @@ func TestEtcdBackups(t *testing.T) {
 	db.publish()
 	s3 := startS3(t)
 	require.NoError(t, s3.client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}))
-	require.NoError(t, k8s.Create(ctx, s3.backupSecret(ns, "s3", bucket+"/hcp")))
+	require.NoError(t, k8s.Create(ctx, s3.backupSecret(ns, bucket+"/hcp")))
 	// What retention must not touch: another cluster's snapshot whose name
 	// starts the same, and an object of the user's in the cluster's folder.
 	for _, key := range []string{"hcp/" + ns + "/" + cluster + "-old/20250101T000000.000Z-rev1.db", folder + "notes.txt"} {
@@ -111,7 +117,7 @@ func TestEtcdBackups(t *testing.T) {
 		require.NoError(t, err)
 	}
 	writeConfigMaps(t, db, 2000)
-	startBackups(t, ns, 10*time.Second)
+	startBackups(t, ns, testOptions(10*time.Second))
 
 	hcp := backedUpControlPlane(t, ns, cluster, cluster, v1alpha1.EtcdBackup{
 		Schedule: "@every 2s", RetentionCount: ptr.To[int32](2), Secret: v1alpha1.EtcdBackupSecret{Name: "s3"},
@@ -160,11 +166,11 @@ func TestEtcdBackups(t *testing.T) {
 	waitBackedUp(t, key, last, "an on-demand snapshot")
 
 	// Credentials refused, then fixed.
-	secret := s3.backupSecret(ns, "s3", bucket+"/hcp")
+	secret := s3.backupSecret(ns, bucket+"/hcp")
 	secret.Data["secretAccessKey"] = []byte("wrong")
 	require.NoError(t, k8s.Update(ctx, secret))
 	last = waitFailing(t, key, v1alpha1.CredentialsRefusedReason, "refused the credentials")
-	require.NoError(t, k8s.Update(ctx, s3.backupSecret(ns, "s3", bucket+"/hcp")))
+	require.NoError(t, k8s.Update(ctx, s3.backupSecret(ns, bucket+"/hcp")))
 	waitBackedUp(t, key, last, "the snapshot asked for, once the credentials are right")
 	require.GreaterOrEqual(t, metricWith(t, "hostedcp_etcd_backup_failures_total", ns, cluster, v1alpha1.CredentialsRefusedReason), int64(1))
 
@@ -214,7 +220,7 @@ func TestFinalSnapshotNeverBlocksDeletion(t *testing.T) {
 		},
 	}
 	require.NoError(t, k8s.Create(ctx, closed))
-	startBackups(t, ns, 5*time.Second)
+	startBackups(t, ns, testOptions(5*time.Second))
 	unreachable := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "gone"}}
 	lost := backedUpControlPlane(t, ns, "lost", "lost", unreachable)
 	orphan := backedUpControlPlane(t, ns, "orphan", "orphan", unreachable)
@@ -256,7 +262,7 @@ func writeConfigMaps(t *testing.T, db *etcdCluster, n int) {
 }
 
 // writeLargeValues grows the database by about n MiB.
-func writeLargeValues(t *testing.T, db *etcdCluster, n int) {
+func writeLargeValues(t testing.TB, db *etcdCluster, n int) {
 	t.Helper()
 	cli := db.client(0)
 	value := strings.Repeat("x", 1<<20)
@@ -321,7 +327,7 @@ func snapshotKeys(ctx context.Context, s3 *s3Server, folder string) []string {
 
 // askForSnapshot sets the annotation a user sets with
 // kubectl annotate hcp <name> controlplane.cluster.x-k8s.io/backup-now=<anything>.
-func askForSnapshot(t *testing.T, key types.NamespacedName) {
+func askForSnapshot(t testing.TB, key types.NamespacedName) {
 	t.Helper()
 	hcp := &v1alpha1.HostedControlPlane{}
 	require.NoError(t, k8s.Get(testContext(t), key, hcp))
@@ -335,7 +341,7 @@ func askForSnapshot(t *testing.T, key types.NamespacedName) {
 
 // waitBackedUp waits for a snapshot other than last, taken as asked: the
 // annotation is gone and BackupReady is true.
-func waitBackedUp(t *testing.T, key types.NamespacedName, last, what string) {
+func waitBackedUp(t testing.TB, key types.NamespacedName, last, what string) {
 	t.Helper()
 	eventually(t, time.Minute, what, func() error {
 		hcp := &v1alpha1.HostedControlPlane{}

@@ -62,7 +62,7 @@ func setVariable(t *testing.T, cluster *unstructured.Unstructured, name string, 
 
 // eventually polls check until it returns nil, and fails the test with its
 // last error (and the Cluster API manager's last words) when time is up.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

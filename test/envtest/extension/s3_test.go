@@ -111,11 +111,11 @@ func (s *s3Server) kill() {
 	}
 }
 
-// backupSecret is a backup Secret for the store, reached through the
-// relay, with bucket (and prefix) bucket.
-func (s *s3Server) backupSecret(ns, name, bucket string) *corev1.Secret {
+// backupSecret is the backup Secret "s3" for the store, reached through
+// the relay, with bucket (and prefix) bucket.
+func (s *s3Server) backupSecret(ns, bucket string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
 		Data: map[string][]byte{
 			"host": []byte(s.relay.addr), "region": []byte("us-east-1"), "bucket": []byte(bucket),
 			"accessKeyID": []byte(s.access), "secretAccessKey": []byte(s.secret), "ca.crt": s.ca,
