@@ -142,6 +142,12 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 	since := hcp.CreationTimestamp.Time
 	if last := hcp.Status.Etcd.LastBackupTime; last != nil {
 		since = last.Time
+		// After a restart of the controller the metrics start from the status.
+		cp := client.ObjectKeyFromObject(hcp)
+		newest.set(cp, last.Time)
+		if size := hcp.Status.Etcd.LastBackupSize; size != nil {
+			snapshotSize.WithLabelValues(cp.Namespace, cp.Name).Set(float64(size.Value()))
+		}
 	}
 	due := sched.next(since)
 	_, asked := hcp.Annotations[v1alpha1.BackupNowAnnotation]
@@ -185,6 +191,8 @@ func (r *Reconciler) final(ctx context.Context, hcp *v1alpha1.HostedControlPlane
 			return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, left)}, err
 		}
 	}
+	// The cluster's etcd goes away with it.
+	r.etcd.Forget(types.NamespacedName{Namespace: hcp.Namespace, Name: cluster})
 	return ctrl.Result{}, r.removeFinalizer(ctx, hcp)
 }
 
