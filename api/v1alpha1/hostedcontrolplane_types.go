@@ -156,7 +156,8 @@ type EtcdStatus struct {
 	// +optional
 	VolumeUsage *resource.Quantity `json:"volumeUsage,omitempty"`
 
-	// lastBackupTime is when the last snapshot was stored and verified.
+	// lastBackupTime is when the last snapshot that was stored and verified
+	// began: the point in time its data reflects.
 	// +optional
 	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
 
