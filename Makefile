@@ -107,7 +107,7 @@ envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real 
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (tail -100 $(BIN)/envtest.log; exit 1)
 
 .PHONY: test-e2e
-test-e2e: host-packages $(KUSTOMIZE) manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
+test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 

@@ -63,8 +63,9 @@ spec:
 // A Cluster with a HostedControlPlane of two API servers and three etcd
 // members becomes Available; its kubeconfig reaches the hosted API server
 // from the host; the API servers scale up and down under a polling client
-// that sees no failed request; deleting the Cluster removes every object
-// and pod.
+// that sees no failed request; a snapshot of its etcd holding 2,000
+// ConfigMaps lands in S3 (versitygw) when asked for; deleting the Cluster
+// takes a final snapshot and removes every object and pod.
 func TestHostedControlPlane(t *testing.T) {
 	ns := namespace(t, "direct")
 	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3))
@@ -111,8 +112,16 @@ func TestHostedControlPlane(t *testing.T) {
 		assert.Greater(t, requests, int64(50), "the client polled throughout")
 	})
 
-	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
+	store := startBackupStore(t)
+	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3", func(t *testing.T) {
+		snapshotLands(t, store, key)
+	})
+
+	t.Run("deleting the Cluster takes a final snapshot and removes every object and pod", func(t *testing.T) {
+		hcp := &v1alpha1.HostedControlPlane{}
+		require.NoError(t, k8s.Get(testContext(t), key, hcp))
 		deleteClusters(t, key)
+		finalSnapshotStored(t, store, key, hcp.Status.Etcd.LastBackupKey)
 		podsAndClaimsGone(t, ns)
 	})
 }

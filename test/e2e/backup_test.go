@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+)
+
+// backupStore is versitygw (built by `make versitygw`, named by VERSITYGW)
+// running on the host on the node's address, where the controller's pod
+// reaches it, with a bucket and a backup Secret in a namespace of its own.
+type backupStore struct {
+	client          *minio.Client
+	bucket          string
+	secretNamespace string
+}
+
+const backupConfigMaps = 2000
+
+func startBackupStore(t *testing.T) *backupStore {
+	t.Helper()
+	bin := os.Getenv("VERSITYGW")
+	require.NotEmpty(t, bin, "VERSITYGW is not set: run the tests with `make test-e2e`, which builds versitygw")
+	dir := t.TempDir()
+	ca, err := pkitest.NewCA("s3-ca")
+	require.NoError(t, err)
+	kp, err := ca.Issue("versitygw", nil, cluster.NodeIP)
+	require.NoError(t, err)
+	key, err := kp.KeyPEM()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), kp.CertPEM(), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
+	for _, d := range []string{"data", "meta"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, "0"))
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	access, secret := randomHex(t), randomHex(t)
+	p, err := envtest.StartProcess(bin, nil, "--access", access, "--secret", secret, "--port", addr, "--region", "us-east-1",
+		"--cert", filepath.Join(dir, "tls.crt"), "--key", filepath.Join(dir, "tls.key"), "--quiet",
+		"posix", "--sidecar", filepath.Join(dir, "meta"), filepath.Join(dir, "data"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Kill() })
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	transport, err := minio.DefaultTransport(true)
+	require.NoError(t, err)
+	transport.TLSClientConfig.RootCAs = roots
+	s := &backupStore{bucket: "backups", secretNamespace: namespace(t, "backups")}
+	s.client, err = minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Secure: true, Transport: transport, Region: "us-east-1"})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "versitygw makes the bucket", func() error {
+		return s.client.MakeBucket(testContext(t), s.bucket, minio.MakeBucketOptions{})
+	})
+	require.NoError(t, k8s.Create(testContext(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.secretNamespace, Name: "s3"},
+		Data: map[string][]byte{
+			"host": []byte(addr), "region": []byte("us-east-1"), "bucket": []byte(s.bucket),
+			"accessKeyID": []byte(access), "secretAccessKey": []byte(secret), "ca.crt": ca.CertPEM(),
+		},
+	}))
+	return s
+}
+
+func randomHex(t *testing.T) string {
+	b := make([]byte, 12)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// snapshotLands writes backupConfigMaps ConfigMaps of known content through
+// the Cluster's kubeconfig, turns on backups (a yearly schedule) and asks for
+// a snapshot as the README shows, then reads the snapshot back from the
+// bucket: whole (its sha256) and holding every ConfigMap.
+func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	ctx := testContext(t)
+	_, err = hosted.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bk"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range backupConfigMaps {
+		g.Go(func() error {
+			_, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)}, Data: map[string]string{"content": fmt.Sprintf("content-%04d", i)},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	t.Logf("%d ConfigMaps written in %s", backupConfigMaps, time.Since(start).Round(time.Second))
+
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	before := hcp.DeepCopy()
+	hcp.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To(s.secretNamespace)}}
+	hcp.Annotations = map[string]string{v1alpha1.BackupNowAnnotation: "e2e"}
+	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if hcp.Status.Etcd.LastBackupKey == "" {
+			return fmt.Errorf("no snapshot yet; BackupReady: %+v", conditions.Get(hcp, v1alpha1.BackupReadyCondition))
+		}
+		return nil
+	})
+	st := hcp.Status.Etcd
+	require.True(t, strings.HasPrefix(st.LastBackupKey, key.Namespace+"/"+key.Name+"/"), st.LastBackupKey)
+	data := s.download(t, st.LastBackupKey)
+	require.Equal(t, st.LastBackupSize.Value(), int64(len(data)))
+	_, err = io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
+	require.NoError(t, err, "the snapshot ends in the sha256 of its database")
+	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/", "content-1999"))
+}
+
+// finalSnapshotStored checks that deleting the Cluster stored one more
+// snapshot than last.
+func finalSnapshotStored(t *testing.T, s *backupStore, key client.ObjectKey, last string) {
+	var keys []string
+	for obj := range s.client.ListObjects(testContext(t), s.bucket, minio.ListObjectsOptions{Prefix: key.Namespace + "/" + key.Name + "/"}) {
+		require.NoError(t, obj.Err)
+		keys = append(keys, obj.Key)
+	}
+	require.Len(t, keys, 2, "the snapshot asked for and the final one")
+	require.Equal(t, last, keys[0])
+}
+
+func (s *backupStore) download(t *testing.T, key string) []byte {
+	obj, err := s.client.GetObject(testContext(t), s.bucket, key, minio.GetObjectOptions{})
+	require.NoError(t, err)
+	defer func() { _ = obj.Close() }()
+	data, err := io.ReadAll(obj)
+	require.NoError(t, err)
+	return data
+}
+
+// configMapsIn counts the keys under prefix in a snapshot's database, as
+// etcd would restore it, and checks that one holds want.
+func configMapsIn(t *testing.T, snapshot []byte, prefix, want string) int {
+	path := filepath.Join(t.TempDir(), "db")
+	require.NoError(t, os.WriteFile(path, snapshot[:len(snapshot)-32], 0o600))
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	names, found := map[string]bool{}, false
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("key")).ForEach(func(_, v []byte) error {
+			var kv mvccpb.KeyValue
+			if err := kv.Unmarshal(v); err != nil {
+				return err
+			}
+			if strings.HasPrefix(string(kv.Key), prefix) {
+				names[string(kv.Key)] = true
+				found = found || bytes.Contains(kv.Value, []byte(want))
+			}
+			return nil
+		})
+	}))
+	require.True(t, found, "a ConfigMap holds %q", want)
+	return len(names)
+}
