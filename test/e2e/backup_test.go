@@ -104,7 +104,10 @@ func randomHex(t *testing.T) string {
 // a snapshot as the README shows, then reads the snapshot back from the
 // bucket: whole (its sha256) and holding every ConfigMap.
 func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
-	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	cfg := hostedConfig(t, key.Namespace, key.Name)
+	// client-go's default of 5 requests a second would make this minutes.
+	cfg.QPS, cfg.Burst = 500, 500
+	hosted, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := testContext(t)
 	_, err = hosted.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bk"}}, metav1.CreateOptions{})
@@ -144,7 +147,7 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	require.Equal(t, st.LastBackupSize.Value(), int64(len(data)))
 	_, err = io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
 	require.NoError(t, err, "the snapshot ends in the sha256 of its database")
-	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/", "content-1999"))
+	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/cm-", "content-1999"))
 }
 
 // finalSnapshotStored checks that deleting the Cluster stored one more
