@@ -53,14 +53,15 @@ type Optional interface {
 
 // Management are the components in the management cluster, in the order a
 // pass keeps them: each needs the ones before it done, so that an upgrade
-// rolls etcd, then the API servers, then the controllers.
-func Management() []Component {
+// rolls etcd, then the API servers, then the controllers. etcdClients reach
+// the running etcds; nil renders without them.
+func Management(etcdClients *etcd.Checker) []Component {
 	return []Component{
 		Exposure{},
 		PKI{},
 		Configs{},
 		ClusterKubeconfig{},
-		etcd.Component{},
+		etcd.Component{Clients: etcdClients},
 		APIServer{},
 		ControllerManager{},
 		Scheduler{},

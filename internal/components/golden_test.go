@@ -145,7 +145,7 @@ type goldenComponent struct {
 func renderComponents(t testing.TB, in render.Input) []goldenComponent {
 	t.Helper()
 	var out []goldenComponent
-	for _, c := range append(Management(), Workload()...) {
+	for _, c := range append(Management(nil), Workload()...) {
 		objs, err := c.Render(in)
 		require.NoError(t, err, c.Name())
 		out = append(out, goldenComponent{c.Name(), objs})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -47,6 +48,9 @@ type Reconciler struct {
 	prober Prober
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
+	// etcd reaches the hosted etcds, keeping each one's connections across
+	// passes until the control plane is deleted.
+	etcd *etcd.Checker
 
 	applier    *apply.Applier
 	watches    *optionalWatches
@@ -61,6 +65,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
+		etcd: etcd.NewChecker(),
 		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
@@ -148,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.observe(ctx, s)
-	r.run(ctx, s, r.management(), managementPhases())
+	r.run(ctx, s, r.management(), managementPhases(r.etcd))
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server

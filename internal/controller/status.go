@@ -24,7 +24,7 @@ import (
 // the patch helper keeps its own.
 func ownedConditions() []string {
 	owned := []string{v1alpha1.AvailableCondition}
-	for _, p := range append(managementPhases(), workloadPhases()...) {
+	for _, p := range append(managementPhases(nil), workloadPhases()...) {
 		owned = append(owned, p.condition)
 	}
 	return owned
@@ -121,11 +121,16 @@ func updateStatus(s *scope) {
 			st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 		}
 	}
-	// etcd reports the members whose pods exist and the smallest volume a
-	// member has been given; one whose objects cannot be read keeps what was
+	// etcd reports the members etcd lists and the smallest volume a member
+	// has been given; an etcd that does not answer keeps its members, none
+	// of them healthy, and objects that cannot be read keep what was
 	// reported before.
-	if pods := s.facts.etcdPods; pods != nil {
-		st.Etcd.Members = etcd.Members(pods.Items)
+	if m := s.in.Etcd; m != nil && m.Answered {
+		st.Etcd.Members, st.Etcd.MemberStatuses = etcd.Members(m), etcd.MemberStatuses(m)
+	} else if m != nil {
+		for i := range st.Etcd.MemberStatuses {
+			st.Etcd.MemberStatuses[i].Healthy = false
+		}
 	}
 	if claims := s.facts.etcdClaims; claims != nil {
 		st.Etcd.VolumeSize = etcd.VolumeSize(claims.Items)

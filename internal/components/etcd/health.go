@@ -23,6 +23,9 @@ type Member struct {
 	ID      uint64
 	Name    string
 	Learner bool
+	// PeerURLs are where its peers reach it; a member added but not started
+	// is known by them alone.
+	PeerURLs []string
 }
 
 // Status is one endpoint's answer to a status request, or Err when it gave
