@@ -255,6 +255,14 @@ func (c *Checker) AddLearner(ctx context.Context, t Target, endpoint, peerURL st
 // with the leader's log.
 var ErrLearnerBehind = rpctypes.ErrMemberLearnerNotReady
 
+// reconfigurationRefused tells whether etcd refused a membership change for
+// now, as its strict reconfiguration check does until the leader has been
+// connected to every voter for a few seconds (a member just promoted, a
+// member restarted): the change is to be tried again, not an error.
+func reconfigurationRefused(err error) bool {
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted)
+}
+
 // Promote makes a learner a voting member, once it has caught up.
 func (c *Checker) Promote(ctx context.Context, t Target, endpoint string, id uint64) error {
 	return c.call(ctx, t, endpoint, func(ctx context.Context, cli *clientv3.Client) error {

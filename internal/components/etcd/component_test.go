@@ -130,7 +130,7 @@ func TestNextChange(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)
-			next, changes := nextChange(in)
+			next, changes := NextChange(in)
 			assert.Equal(t, tc.want != "", changes)
 			if changes {
 				assert.Equal(t, tc.want, next.String())

@@ -140,11 +140,16 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	}
 	leader := uint64(0)
 	names := map[string]bool{}
+	own := o // as the pods name the members
+	own.Members = nil
 	for _, member := range o.Members {
 		name := member.Name
 		if len(member.PeerURLs) > 0 && peers[member.PeerURLs[0]] != "" {
 			name = peers[member.PeerURLs[0]]
 		}
+		renamed := member
+		renamed.Name = name
+		own.Members = append(own.Members, renamed)
 		s, answered := status[member.ID]
 		if answered && s.Leader != 0 {
 			leader = s.Leader
@@ -162,7 +167,6 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	})
 	// Judged at the full quota: a database near it is no reason to hold a
 	// change, a full one raises NOSPACE, which is.
-	own := o
 	own.Statuses = slices.DeleteFunc(slices.Clone(o.Statuses), func(s Status) bool { return !names[pods[s.Endpoint]] })
 	m.Problems = Evaluate(own, 1).Problems
 	return m

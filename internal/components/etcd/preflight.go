@@ -23,7 +23,7 @@ import (
 // checks its etcd before it scales. A rollout (a new version, image or flag)
 // and every membership change wait for a healthy etcd: a leader, every
 // member answering, no alarm. Membership changes are made here, one per
-// pass, through etcd's API (see nextChange); the pass that made one ends, and
+// pass, through etcd's API (see NextChange); the pass that made one ends, and
 // the next renders the new membership.
 func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
 	live := &appsv1.StatefulSet{}
@@ -34,7 +34,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	if err != nil {
 		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
 	}
-	next, changes := nextChange(in)
+	next, changes := NextChange(in)
 	rollout := startsRollout(live, statefulSet(in))
 	m := in.Etcd
 	if have, want := ptr.Deref(live.Spec.Replicas, 0), pods(in); have != want && (m == nil || !m.Answered) {
@@ -74,44 +74,47 @@ func startsRollout(live, want *appsv1.StatefulSet) bool {
 	return settled && !apiequality.Semantic.DeepDerivative(want.Spec.Template, live.Spec.Template)
 }
 
-// changeKind is a kind of membership change.
-type changeKind int
+// ChangeKind is a kind of membership change.
+type ChangeKind int
 
+// The membership changes.
 const (
-	addLearner changeKind = iota + 1
-	promote
-	remove
+	AddLearner ChangeKind = iota + 1
+	Promote
+	Remove
 )
 
-// change is one membership change: a member to add, promote or remove.
-type change struct {
-	kind   changeKind
-	name   string
-	member render.EtcdMember
+// Change is one membership change: a member to add, promote or remove.
+type Change struct {
+	Kind ChangeKind
+	// Name is the member's pod.
+	Name string
+	// Member is the member to promote or remove.
+	Member render.EtcdMember
 }
 
-func (c change) String() string {
-	switch c.kind {
-	case addLearner:
-		return "adding member " + c.name + " as a learner"
-	case promote:
-		return "promoting member " + c.name + " to a voter"
+func (c Change) String() string {
+	switch c.Kind {
+	case AddLearner:
+		return "adding member " + c.Name + " as a learner"
+	case Promote:
+		return "promoting member " + c.Name + " to a voter"
 	default:
-		return "removing member " + c.name
+		return "removing member " + c.Name
 	}
 }
 
-// nextChange is the next step from etcd's membership towards the members
+// NextChange is the next step from etcd's membership towards the members
 // spec.etcd.replicas asks for, one change at a time: a learner that answers
 // is promoted (etcd refuses while it lags behind the leader); with no
 // learner, a member is added as a learner, on the lowest free ordinal, or
 // the member of the highest ordinal is removed, so that the StatefulSet
 // then runs or deletes its pod. A learner that does not answer yet is no
 // change: its pod has to start first.
-func nextChange(in render.Input) (change, bool) {
+func NextChange(in render.Input) (Change, bool) {
 	m := in.Etcd
 	if m == nil || !m.Answered {
-		return change{}, false
+		return Change{}, false
 	}
 	taken := map[int]bool{}
 	var voters []render.EtcdMember
@@ -122,9 +125,9 @@ func nextChange(in render.Input) (change, bool) {
 			continue
 		}
 		if member.Healthy {
-			return change{kind: promote, name: member.Name, member: member}, true
+			return Change{Kind: Promote, Name: member.Name, Member: member}, true
 		}
-		return change{}, false
+		return Change{}, false
 	}
 	want := int(Replicas(in.ControlPlane))
 	switch {
@@ -133,17 +136,17 @@ func nextChange(in render.Input) (change, bool) {
 		for taken[i] {
 			i++
 		}
-		return change{kind: addLearner, name: podName(in.ClusterName(), i)}, true
+		return Change{Kind: AddLearner, Name: podName(in.ClusterName(), i)}, true
 	case len(voters) > want:
 		last := voters[len(voters)-1]
-		return change{kind: remove, name: last.Name, member: last}, true
+		return Change{Kind: Remove, Name: last.Name, Member: last}, true
 	}
-	return change{}, false
+	return Change{}, false
 }
 
 // make makes a change through the leader and ends the pass, which the next
 // one observes.
-func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next change) (readiness.Outcome, error) {
+func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change) (readiness.Outcome, error) {
 	etcdPods := &corev1.PodList{}
 	if err := r.List(ctx, etcdPods, client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(contract.EtcdComponent))); err != nil {
 		return readiness.Outcome{}, fmt.Errorf("list etcd pods: %w", err)
@@ -152,33 +155,44 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 	if err != nil {
 		return readiness.Outcome{}, err
 	}
-	leader, endpoint := leaderOf(in.Etcd, t)
+	return c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
+}
+
+// Make makes a membership change of the etcd t through its leader, found in
+// m; peerURL is where a member to add will be reached. The outcome says what
+// was done, or what it waits for.
+func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, next Change, peerURL string) (readiness.Outcome, error) {
+	leader, endpoint := leaderOf(m, t)
 	if endpoint == "" {
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd's leader to be reachable before %s", next)), nil
 	}
-	switch next.kind {
-	case addLearner:
-		err = c.Clients.AddLearner(ctx, t, endpoint, memberURL(in, next.name, peerPort))
-	case promote:
-		err = c.Clients.Promote(ctx, t, endpoint, next.member.ID)
+	var err error
+	switch next.Kind {
+	case AddLearner:
+		err = c.AddLearner(ctx, t, endpoint, peerURL)
+	case Promote:
+		err = c.Promote(ctx, t, endpoint, next.Member.ID)
 		if errors.Is(err, ErrLearnerBehind) {
-			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "member %s catches up with the leader as a learner", next.name)), nil
+			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "member %s catches up with the leader as a learner", next.Name)), nil
 		}
-	case remove:
-		if next.member.ID == leader.ID {
+	case Remove:
+		if next.Member.ID == leader.ID {
 			// The leader steps down as it leaves; handing over first spares the
 			// cluster an election.
-			if err := c.Clients.MoveLeader(ctx, t, endpoint, successor(in.Etcd, leader)); err != nil {
+			if err := c.MoveLeader(ctx, t, endpoint, successor(m, leader)); err != nil {
 				return readiness.Outcome{}, fmt.Errorf("move etcd's leadership away from %s: %w", leader.Name, err)
 			}
 			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "moved etcd's leadership away from %s before removing it", leader.Name)), nil
 		}
-		err = c.Clients.Remove(ctx, t, endpoint, next.member.ID)
+		err = c.Remove(ctx, t, endpoint, next.Member.ID)
 	}
-	if err != nil {
+	switch {
+	case reconfigurationRefused(err):
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to accept %s: %v", next, err)), nil
+	case err != nil:
 		return readiness.Outcome{}, fmt.Errorf("etcd: %s: %w", next, err)
 	}
-	return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s (%d voting members wanted)", next, Replicas(in.ControlPlane))), nil
+	return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s", next)), nil
 }
 
 // leaderOf is the leader and the endpoint of its pod; empty when either is
