@@ -29,11 +29,13 @@ import (
 // for it, which garbage collection cannot reach, are gone.
 const Finalizer = "hostedcontrolplane.controlplane.cluster.x-k8s.io"
 
-// How often an Available control plane is probed again, and how soon one
-// that is not yet answering is.
+// How often an Available control plane is probed again, how soon one
+// that is not yet answering is, and how soon a phase that waits for what no
+// watch reports (an etcd learner catching up) looks again.
 const (
 	probeInterval = 2 * time.Minute
 	retryInterval = 15 * time.Second
+	pollInterval  = 5 * time.Second
 )
 
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
@@ -175,6 +177,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	// their failures are theirs and leave the control plane Available.
 	if err := r.reconcileWorkload(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if s.blocked != nil && s.blocked.Poll {
+		return ctrl.Result{RequeueAfter: pollInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: probeInterval}, nil
 }

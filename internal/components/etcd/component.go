@@ -60,15 +60,17 @@ func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, ap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts); err != nil {
 		return readiness.Outcome{}, err
 	}
+	// A membership change comes first: what it waits for (a learner to
+	// catch up) no watch reports, and its pods are not ready until then.
+	if out, changing := membershipProgress(in); changing {
+		return out, nil
+	}
 	want := pods(in)
 	st := sts.Status
 	if st.ObservedGeneration < sts.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want ||
 		st.Replicas != want || (st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision) {
 		return readiness.Waiting(v1alpha1.ProgressingReason, "%d of %d etcd members ready, %d up to date",
 			st.ReadyReplicas, want, st.UpdatedReplicas), nil
-	}
-	if out, changing := membershipProgress(in); changing {
-		return out, nil
 	}
 	return readiness.Ready(fmt.Sprintf("%d etcd members ready", want)), nil
 }
