@@ -68,7 +68,11 @@ const (
 	EtcdMembershipReason        = "EtcdMembershipChange"
 	// EtcdUnhealthyReason: a change to etcd waits for a healthy cluster
 	// (a leader, every member answering, no alarm).
-	EtcdUnhealthyReason          = "EtcdUnhealthy"
+	EtcdUnhealthyReason = "EtcdUnhealthy"
+	// EtcdMemberReplacedReason: a member that stayed down (its volume lost,
+	// say) was removed from etcd, with its pod and volume, to come back as
+	// a new member.
+	EtcdMemberReplacedReason     = "EtcdMemberReplaced"
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"
