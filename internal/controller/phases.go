@@ -43,10 +43,10 @@ func phasesOf(list []components.Component) []phase {
 
 // managementPhases are the phases of the management side, in the order
 // they run; each needs the ones before it done. The first has no
-// components: building the Input decides it (see observe). etcdClients
-// reach the running etcds; nil names the phases only.
-func managementPhases(etcdClients *etcd.Checker) []phase {
-	return append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf(components.Management(etcdClients))...)
+// components: building the Input decides it (see observe). members is the
+// etcd component; its zero value names the phases only.
+func managementPhases(members etcd.Component) []phase {
+	return append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf(components.Management(members))...)
 }
 
 // workloadPhases are the phases of the workload side; each stands alone.

@@ -24,7 +24,7 @@ import (
 // the patch helper keeps its own.
 func ownedConditions() []string {
 	owned := []string{v1alpha1.AvailableCondition}
-	for _, p := range append(managementPhases(nil), workloadPhases()...) {
+	for _, p := range append(managementPhases(etcd.Component{}), workloadPhases()...) {
 		owned = append(owned, p.condition)
 	}
 	return owned

@@ -18,10 +18,11 @@ import (
 // Component is the hosted etcd: its members, its Services, its disruption
 // budget and network policy. Its certificates are issued with the others
 // (see Certificates), before any member starts. Clients reach the running
-// etcd to change its membership; without them (rendering alone) nothing
-// is changed.
+// etcd to change its membership, and Writer deletes the pod and volume of a
+// member replaced; without them (rendering alone) nothing is changed.
 type Component struct {
 	Clients *Checker
+	Writer  client.Writer
 }
 
 // Name names its golden file.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blang/semver/v4"
 	"github.com/stretchr/testify/assert"
@@ -113,6 +114,13 @@ func TestNextChange(t *testing.T) {
 	}
 	gap := membership(3)
 	gap.Members = slices.Delete(gap.Members, 1, 2)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	down := func(m *render.EtcdMembership, since time.Duration, members ...int) *render.EtcdMembership {
+		for _, i := range members {
+			m.Members[i].Healthy, m.Members[i].DownSince = false, now.Add(-since)
+		}
+		return m
+	}
 	for name, tc := range map[string]struct {
 		replicas int32
 		m        *render.EtcdMembership
@@ -127,10 +135,14 @@ func TestNextChange(t *testing.T) {
 		"a learner not started":    {replicas: 3, m: learner(membership(1), 1, false)},
 		"a learner before removal": {replicas: 1, m: learner(membership(3), 3, true), want: "promoting member demo-etcd-3 to a voter"},
 		"shrink":                   {replicas: 3, m: membership(5), want: "removing member demo-etcd-4"},
+		"a voter down for long":    {replicas: 3, m: down(membership(3), 2*time.Minute, 1), want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z"},
+		"a voter down for a while": {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
+		"two voters down":          {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3)},
+		"the only voter down":      {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)
-			next, changes := NextChange(in)
+			next, changes := NextChange(in, now)
 			assert.Equal(t, tc.want != "", changes)
 			if changes {
 				assert.Equal(t, tc.want, next.String())
@@ -192,7 +204,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 		in   render.Input
 		want readiness.Outcome
 	}{
-		"healthy and as asked": {in: withEtcd(in, membership(3)), want: readiness.Ready("")},
+		"healthy and as asked":         {in: withEtcd(in, membership(3)), want: readiness.Ready("")},
 		"unhealthy, nothing to change": {in: withEtcd(in, sick), want: readiness.Ready("")},
 		"a change waits for health": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), sick),

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +34,9 @@ const (
 func MembersConfigMap(cluster string) string { return contract.EtcdName(cluster) + "-members" }
 
 // podName is the name of the pod of ordinal i.
-func podName(cluster string, i int) string { return fmt.Sprintf("%s-%d", contract.EtcdName(cluster), i) }
+func podName(cluster string, i int) string {
+	return fmt.Sprintf("%s-%d", contract.EtcdName(cluster), i)
+}
 
 // ordinal is the ordinal of a member's pod, -1 for a name that is none.
 func ordinal(cluster, name string) int {
@@ -106,7 +109,9 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 			return nil, err
 		}
 		if o.MembersErr == nil && len(o.Members) > 0 {
-			return MembershipOf(o, t.Names, peerNames(in)), nil
+			m := MembershipOf(o, t.Names, peerNames(in))
+			downSince(m, etcdPods)
+			return m, nil
 		}
 	}
 	return recorded(ctx, r, in)
@@ -170,6 +175,28 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	own.Statuses = slices.DeleteFunc(slices.Clone(o.Statuses), func(s Status) bool { return !names[pods[s.Endpoint]] })
 	m.Problems = Evaluate(own, 1).Problems
 	return m
+}
+
+// downSince records when each member's pod turned not ready.
+func downSince(m *render.EtcdMembership, etcdPods []corev1.Pod) {
+	for i := range m.Members {
+		for _, p := range etcdPods {
+			if p.Name != m.Members[i].Name {
+				continue
+			}
+			since := p.CreationTimestamp.Time
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					if c.Status == corev1.ConditionTrue {
+						since = time.Time{}
+					} else {
+						since = c.LastTransitionTime.Time
+					}
+				}
+			}
+			m.Members[i].DownSince = since
+		}
+	}
 }
 
 // recorded is the membership the members ConfigMap records, of unknown

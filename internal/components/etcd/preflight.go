@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +36,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	if err != nil {
 		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
 	}
-	next, changes := NextChange(in)
+	next, changes := NextChange(in, time.Now())
 	rollout := startsRollout(live, statefulSet(in))
 	m := in.Etcd
 	if have, want := ptr.Deref(live.Spec.Replicas, 0), pods(in); have != want && (m == nil || !m.Answered) {
@@ -52,7 +54,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	switch {
 	case m == nil || !m.Answered:
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before %s", what)), nil
-	case len(m.Problems) > 0:
+	case len(m.Problems) > 0 && next.Kind != Replace: // a replacement is what heals it
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
 			what, joinProblems(m.Problems))), nil
 	case !changes || c.Clients == nil:
@@ -82,7 +84,17 @@ const (
 	AddLearner ChangeKind = iota + 1
 	Promote
 	Remove
+	// Replace removes a member that stayed down, with its pod and volume,
+	// so that it comes back empty as a new member (see ReplaceAfter).
+	Replace
 )
+
+// ReplaceAfter is how long a voting member may stay down (its pod not
+// ready, etcd not hearing from it) before it is replaced: long enough for a
+// restart or a rollout to bring a member back, short enough that a member
+// whose volume was lost, which can never come back, does not leave the
+// cluster one failure from losing its quorum for long.
+const ReplaceAfter = time.Minute
 
 // Change is one membership change: a member to add, promote or remove.
 type Change struct {
@@ -99,6 +111,8 @@ func (c Change) String() string {
 		return "adding member " + c.Name + " as a learner"
 	case Promote:
 		return "promoting member " + c.Name + " to a voter"
+	case Replace:
+		return fmt.Sprintf("replacing member %s, down since %s", c.Name, c.Member.DownSince.UTC().Format(time.RFC3339))
 	default:
 		return "removing member " + c.Name
 	}
@@ -107,11 +121,13 @@ func (c Change) String() string {
 // NextChange is the next step from etcd's membership towards the members
 // spec.etcd.replicas asks for, one change at a time: a learner that answers
 // is promoted (etcd refuses while it lags behind the leader); with no
-// learner, a member is added as a learner, on the lowest free ordinal, or
+// learner, a voter down for longer than ReplaceAfter while every other voter
+// is healthy is replaced (never the last one, whose data is the only copy);
+// otherwise a member is added as a learner, on the lowest free ordinal, or
 // the member of the highest ordinal is removed, so that the StatefulSet
 // then runs or deletes its pod. A learner that does not answer yet is no
 // change: its pod has to start first.
-func NextChange(in render.Input) (Change, bool) {
+func NextChange(in render.Input, now time.Time) (Change, bool) {
 	m := in.Etcd
 	if m == nil || !m.Answered {
 		return Change{}, false
@@ -129,6 +145,9 @@ func NextChange(in render.Input) (Change, bool) {
 		}
 		return Change{}, false
 	}
+	if down, ok := replaceable(voters, now); ok {
+		return Change{Kind: Replace, Name: down.Name, Member: down}, true
+	}
 	want := int(Replicas(in.ControlPlane))
 	switch {
 	case len(voters) < want:
@@ -144,6 +163,22 @@ func NextChange(in render.Input) (Change, bool) {
 	return Change{}, false
 }
 
+// replaceable is the one voter down for longer than ReplaceAfter, when
+// every other voter is healthy: removing it then keeps the quorum.
+func replaceable(voters []render.EtcdMember, now time.Time) (render.EtcdMember, bool) {
+	var down []render.EtcdMember
+	for _, v := range voters {
+		if !v.Healthy {
+			down = append(down, v)
+		}
+	}
+	if len(voters) < 2 || len(down) != 1 {
+		return render.EtcdMember{}, false
+	}
+	d := down[0]
+	return d, !d.DownSince.IsZero() && now.Sub(d.DownSince) > ReplaceAfter
+}
+
 // make makes a change through the leader and ends the pass, which the next
 // one observes.
 func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change) (readiness.Outcome, error) {
@@ -155,7 +190,21 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 	if err != nil {
 		return readiness.Outcome{}, err
 	}
-	return c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
+	out, err := c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
+	if err != nil || next.Kind != Replace || out.Reason != v1alpha1.EtcdMemberReplacedReason {
+		return out, err
+	}
+	// Its volume goes, and its pod, which the StatefulSet starts again on a
+	// new, empty volume, to join as a learner.
+	for _, obj := range []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: "data-" + next.Name}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: next.Name}},
+	} {
+		if err := c.Writer.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return readiness.Outcome{}, fmt.Errorf("replace etcd member %s: delete %T %s: %w", next.Name, obj, obj.GetName(), err)
+		}
+	}
+	return out, nil
 }
 
 // Make makes a membership change of the etcd t through its leader, found in
@@ -175,6 +224,11 @@ func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, 
 		if errors.Is(err, ErrLearnerBehind) {
 			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "member %s catches up with the leader as a learner", next.Name)), nil
 		}
+	case Replace:
+		if next.Member.ID == leader.ID {
+			return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to elect another leader before %s", next)), nil
+		}
+		err = c.Remove(ctx, t, endpoint, next.Member.ID)
 	case Remove:
 		if next.Member.ID == leader.ID {
 			// The leader steps down as it leaves; handing over first spares the
@@ -191,6 +245,10 @@ func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, 
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to accept %s: %v", next, err)), nil
 	case err != nil:
 		return readiness.Outcome{}, fmt.Errorf("etcd: %s: %w", next, err)
+	case next.Kind == Replace:
+		// A bad situation, told in a Warning event.
+		return readiness.Problem(v1alpha1.EtcdMemberReplacedReason,
+			"%s (longer than %s): removed it from etcd; its pod and volume are deleted and it comes back as a new member", next, ReplaceAfter), nil
 	}
 	return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s", next)), nil
 }

@@ -1,5 +1,7 @@
 package render
 
+import "time"
+
 // EtcdMember is a member of a running etcd as the controller observed it.
 type EtcdMember struct {
 	// Name is the pod the member runs in, known from its peer URL even
@@ -13,6 +15,9 @@ type EtcdMember struct {
 	Healthy bool
 	// Leader tells that the member leads.
 	Leader bool
+	// DownSince is when the member's pod last turned not ready; zero while
+	// it is ready or has no pod.
+	DownSince time.Time
 }
 
 // EtcdMembership is the membership of a running etcd. It decides the pods

@@ -77,7 +77,7 @@ func (c *etcdCluster) scale(ctx context.Context, checker *etcd.Checker, want int
 		m := c.observe(ctx, checker)
 		learners := slices.DeleteFunc(slices.Clone(m.Members), func(m render.EtcdMember) bool { return !m.Learner })
 		require.LessOrEqual(c.t, len(learners), 1, "one change at a time")
-		next, changes := etcd.NextChange(c.input(want, m))
+		next, changes := etcd.NextChange(c.input(want, m), time.Now())
 		if !changes {
 			if len(learners) == 0 && len(m.Members) == int(want) {
 				return made
