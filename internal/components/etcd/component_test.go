@@ -15,12 +15,14 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -194,7 +196,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, out.Done, "nothing runs yet")
 
-	running := statefulSet(withEtcd(in, membership(3)))
+	running := applied(t, statefulSet(withEtcd(in, membership(3))))
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(running).Build()
 	sick := membership(3)
 	sick.Members[2].Healthy = false
@@ -206,6 +208,13 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	}{
 		"healthy and as asked":         {in: withEtcd(in, membership(3)), want: readiness.Ready("")},
 		"unhealthy, nothing to change": {in: withEtcd(in, sick), want: readiness.Ready("")},
+		"a learner's pod starts, which is no rollout": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), &render.EtcdMembership{
+				Answered: true, Existing: true, Problems: []string{"member demo-etcd-3 has not started"},
+				Members: append(membership(3).Members, render.EtcdMember{Name: "demo-etcd-3", ID: 0xf, Learner: true}),
+			}),
+			want: readiness.Ready(""),
+		},
 		"a change waits for health": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), sick),
 			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
@@ -261,6 +270,17 @@ func TestReady(t *testing.T) {
 	out, err = Component{}.Ready(t.Context(), c, in, readiness.Applied{})
 	require.NoError(t, err)
 	assert.Equal(t, readiness.Ready("3 etcd members ready"), out)
+}
+
+// applied is sts as the applier stores it, with the digest of what it
+// applied.
+func applied(t *testing.T, sts *appsv1.StatefulSet) *appsv1.StatefulSet {
+	t.Helper()
+	u, err := apply.Unstructured(sts)
+	require.NoError(t, err)
+	out := &appsv1.StatefulSet{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out))
+	return out
 }
 
 // Status reports the members etcd lists, and the smallest volume a member

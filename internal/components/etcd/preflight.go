@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -37,7 +37,10 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
 	}
 	next, changes := NextChange(in, time.Now())
-	rollout := startsRollout(live, statefulSet(in))
+	rollout, err := startsRollout(live, statefulSet(in))
+	if err != nil {
+		return readiness.Outcome{}, err
+	}
 	m := in.Etcd
 	if have, want := ptr.Deref(live.Spec.Replicas, 0), pods(in); have != want && (m == nil || !m.Answered) {
 		// Only etcd's member list may resize a running etcd.
@@ -68,12 +71,23 @@ func poll(out readiness.Outcome) readiness.Outcome {
 	return out
 }
 
-// startsRollout tells whether applying want would start a rollout of a
-// StatefulSet that is settled. A rollout already under way may be changed
+// startsRollout tells whether applying want would change a settled
+// StatefulSet in more than its replicas, which follow the membership: the
+// digest of what was last applied (apply.HashAnnotation) differs from that
+// of want with the live replicas. A rollout already under way may be changed
 // whatever etcd's health: the change may be the fix that heals it.
-func startsRollout(live, want *appsv1.StatefulSet) bool {
+func startsRollout(live, want *appsv1.StatefulSet) (bool, error) {
 	settled := live.Status.ObservedGeneration >= live.Generation && live.Status.CurrentRevision == live.Status.UpdateRevision
-	return settled && !apiequality.Semantic.DeepDerivative(want.Spec.Template, live.Spec.Template)
+	if !settled {
+		return false, nil
+	}
+	want = want.DeepCopy()
+	want.Spec.Replicas = live.Spec.Replicas
+	u, err := apply.Unstructured(want)
+	if err != nil {
+		return false, err
+	}
+	return u.GetAnnotations()[apply.HashAnnotation] != live.Annotations[apply.HashAnnotation], nil
 }
 
 // ChangeKind is a kind of membership change.
