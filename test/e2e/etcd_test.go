@@ -120,7 +120,8 @@ func waitVoters(t *testing.T, key client.ObjectKey, n int32) map[string]string {
 			return err
 		}
 		ready := apimeta.FindStatusCondition(hcp.Status.Conditions, v1alpha1.EtcdReadyCondition)
-		if len(ids) != int(n) || len(hcp.Status.Etcd.MemberStatuses) != int(n) || ready == nil || ready.Status != metav1.ConditionTrue {
+		if len(ids) != int(n) || len(hcp.Status.Etcd.MemberStatuses) != int(n) || ready == nil ||
+			ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != hcp.Generation {
 			return fmt.Errorf("members %v, EtcdReady %v", hcp.Status.Etcd.MemberStatuses, ready)
 		}
 		return nil
