@@ -67,7 +67,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
-		etcd: etcd.NewChecker(),
+		etcd:    etcd.NewChecker(),
 		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
