@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/images"
-	"github.com/hostedcp/cluster-api-provider-hosted/test/e2e/local"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // A hosted etcd changes its members in place while a client writes to the
@@ -90,7 +90,7 @@ func TestEtcdMembership(t *testing.T) {
 	}
 	assert.Empty(t, lost, "objects written and then lost")
 	assert.Greater(t, len(written), 100, "the client wrote throughout")
-	deleteCluster(t, ns, "members")
+	deleteClusters(t, key)
 }
 
 // setEtcdReplicas sets spec.etcd.replicas, with the consent a scale-down
