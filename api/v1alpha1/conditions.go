@@ -72,7 +72,12 @@ const (
 	// EtcdMemberReplacedReason: a member that stayed down (its volume lost,
 	// say) was removed from etcd, with its pod and volume, to come back as
 	// a new member.
-	EtcdMemberReplacedReason     = "EtcdMemberReplaced"
+	EtcdMemberReplacedReason = "EtcdMemberReplaced"
+	// EtcdDefragmentedReason: a member's database was defragmented, freeing
+	// the space its deleted data held.
+	EtcdDefragmentedReason = "EtcdDefragmented"
+	// EtcdNoSpaceReason: etcd raised its NOSPACE alarm and refuses writes.
+	EtcdNoSpaceReason            = "EtcdNoSpace"
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"
