@@ -124,7 +124,7 @@ func (c *Checker) status(ctx context.Context, endpoint string, cli *clientv3.Cli
 	}
 	return Status{
 		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(),
-		DBSize: resp.GetDbSize(), DBSizeQuota: resp.GetDbSizeQuota(),
+		DBSize: resp.GetDbSize(), DBSizeInUse: resp.GetDbSizeInUse(), DBSizeQuota: resp.GetDbSizeQuota(),
 	}
 }
 
@@ -245,7 +245,7 @@ func (cc *clusterClients) close() {
 // cluster its quorum while it catches up. The call goes to the member at
 // endpoint.
 func (c *Checker) AddLearner(ctx context.Context, t Target, endpoint, peerURL string) error {
-	return c.call(ctx, t, endpoint, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
 		return err
 	})
@@ -265,7 +265,7 @@ func reconfigurationRefused(err error) bool {
 
 // Promote makes a learner a voting member, once it has caught up.
 func (c *Checker) Promote(ctx context.Context, t Target, endpoint string, id uint64) error {
-	return c.call(ctx, t, endpoint, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MemberPromote(ctx, id)
 		return err
 	})
@@ -273,7 +273,7 @@ func (c *Checker) Promote(ctx context.Context, t Target, endpoint string, id uin
 
 // Remove removes a member from the member list; it stops once it learns.
 func (c *Checker) Remove(ctx context.Context, t Target, endpoint string, id uint64) error {
-	return c.call(ctx, t, endpoint, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MemberRemove(ctx, id)
 		return err
 	})
@@ -282,14 +282,48 @@ func (c *Checker) Remove(ctx context.Context, t Target, endpoint string, id uint
 // MoveLeader hands the leadership to member to; endpoint must be the
 // leader's.
 func (c *Checker) MoveLeader(ctx context.Context, t Target, endpoint string, to uint64) error {
-	return c.call(ctx, t, endpoint, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MoveLeader(ctx, to)
 		return err
 	})
 }
 
-// call runs f with the client of endpoint, bounded by the call timeout.
-func (c *Checker) call(ctx context.Context, t Target, endpoint string, f func(context.Context, *clientv3.Client) error) error {
+// DefragmentTimeout bounds a defragmentation, which rewrites a member's
+// whole database and blocks the member meanwhile.
+const DefragmentTimeout = time.Minute
+
+// Defragment rewrites the database of the member at endpoint without the
+// space its deleted data held.
+func (c *Checker) Defragment(ctx context.Context, t Target, endpoint string) error {
+	return c.call(ctx, t, endpoint, DefragmentTimeout, func(ctx context.Context, cli *clientv3.Client) error {
+		// Over the established connection, as status: the client's own
+		// Defragment dials the endpoint again.
+		_, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Defragment(ctx, &pb.DefragmentRequest{})
+		return err
+	})
+}
+
+// DisarmNoSpace disarms every NOSPACE alarm, through the member at endpoint.
+func (c *Checker) DisarmNoSpace(ctx context.Context, t Target, endpoint string) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		alarms, err := cli.AlarmList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range alarms.Alarms {
+			if a.GetAlarm() != pb.AlarmType_NOSPACE {
+				continue
+			}
+			if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.GetMemberID(), Alarm: a.GetAlarm()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// call runs f with the client of endpoint, bounded by timeout.
+func (c *Checker) call(ctx context.Context, t Target, endpoint string, timeout time.Duration, f func(context.Context, *clientv3.Client) error) error {
 	clients, err := c.clients(t)
 	if err != nil {
 		return err
@@ -298,7 +332,7 @@ func (c *Checker) call(ctx context.Context, t Target, endpoint string, f func(co
 	if cli == nil {
 		return fmt.Errorf("no etcd client for %s: it is not an endpoint of %s", endpoint, t.Cluster)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return f(ctx, cli)
 }

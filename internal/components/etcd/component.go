@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,11 +19,13 @@ import (
 // Component is the hosted etcd: its members, its Services, its disruption
 // budget and network policy. Its certificates are issued with the others
 // (see Certificates), before any member starts. Clients reach the running
-// etcd to change its membership, and Writer deletes the pod and volume of a
-// member replaced; without them (rendering alone) nothing is changed.
+// etcd to change its membership and keep its databases, Writer deletes the
+// pod and volume of a member replaced, and Events tell what was done;
+// without them (rendering alone) nothing is changed.
 type Component struct {
 	Clients *Checker
 	Writer  client.Writer
+	Events  events.EventRecorder
 }
 
 // Name names its golden file.

@@ -314,3 +314,36 @@ func TestMembersAndVolumeSize(t *testing.T) {
 		assert.Equal(t, "4Gi", got.String())
 	}
 }
+
+// A member is defragmented once 64MiB of its database, and at least half of
+// it, is unused, or under NOSPACE once anything is; the leader last.
+func TestDefragTarget(t *testing.T) {
+	sized := func(m *render.EtcdMembership, sizes ...[2]int64) *render.EtcdMembership {
+		for i, s := range sizes {
+			m.Members[i].DBSize, m.Members[i].DBSizeInUse = s[0]<<20, s[1]<<20
+		}
+		return m
+	}
+	for name, tc := range map[string]struct {
+		m    *render.EtcdMembership
+		want string
+	}{
+		"nothing unused":       {m: sized(membership(3), [2]int64{100, 100}, [2]int64{100, 100}, [2]int64{100, 100})},
+		"little unused":        {m: sized(membership(3), [2]int64{100, 40}, [2]int64{100, 100}, [2]int64{100, 100})},
+		"most of a small file": {m: sized(membership(3), [2]int64{40, 1}, [2]int64{40, 1}, [2]int64{40, 1})},
+		"most of a large file": {m: sized(membership(3), [2]int64{200, 20}, [2]int64{200, 190}, [2]int64{200, 20}), want: "demo-etcd-2"},
+		"the leader last":      {m: sized(membership(3), [2]int64{200, 20}, [2]int64{100, 100}, [2]int64{100, 100}), want: "demo-etcd-0"},
+		"the others before it": {m: sized(membership(3), [2]int64{200, 20}, [2]int64{200, 20}, [2]int64{100, 100}), want: "demo-etcd-1"},
+		"NOSPACE frees any space": {m: func() *render.EtcdMembership {
+			m := sized(membership(3), [2]int64{100, 100}, [2]int64{100, 98})
+			m.NoSpace = true
+			return m
+		}(), want: "demo-etcd-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok := defragTarget(tc.m)
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, got.Name)
+		})
+	}
+}

@@ -35,6 +35,7 @@ type Status struct {
 	MemberID    uint64
 	Leader      uint64
 	DBSize      int64
+	DBSizeInUse int64
 	DBSizeQuota int64
 	Err         error
 }

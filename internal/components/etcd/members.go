@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -162,8 +163,10 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 		names[name] = true
 		m.Members = append(m.Members, render.EtcdMember{
 			Name: name, ID: member.ID, Learner: member.Learner, Healthy: answered && s.Leader != 0,
+			DBSize: s.DBSize, DBSizeInUse: s.DBSizeInUse, Quota: s.DBSizeQuota,
 		})
 	}
+	m.NoSpace = slices.ContainsFunc(o.Alarms, func(a Alarm) bool { return a.Type == pb.AlarmType_NOSPACE.String() })
 	for i := range m.Members {
 		m.Members[i].Leader = leader != 0 && m.Members[i].ID == leader
 	}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,6 +45,9 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 		// Only etcd's member list may resize a running etcd.
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
 			"waiting for etcd to answer before changing its members from %d to %d", have, want)), nil
+	}
+	if out, acted, err := c.maintain(ctx, r, in); acted || err != nil {
+		return out, err
 	}
 	if !changes && !rollout {
 		return readiness.Ready(""), nil
@@ -196,11 +198,7 @@ func replaceable(voters []render.EtcdMember, now time.Time) (render.EtcdMember, 
 // make makes a change through the leader and ends the pass, which the next
 // one observes.
 func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change) (readiness.Outcome, error) {
-	etcdPods := &corev1.PodList{}
-	if err := r.List(ctx, etcdPods, client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(contract.EtcdComponent))); err != nil {
-		return readiness.Outcome{}, fmt.Errorf("list etcd pods: %w", err)
-	}
-	t, err := PodsTarget(ctx, r, types.NamespacedName{Namespace: in.Namespace(), Name: in.ClusterName()}, etcdPods.Items)
+	t, err := c.target(ctx, r, in)
 	if err != nil {
 		return readiness.Outcome{}, err
 	}
@@ -271,13 +269,8 @@ func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, 
 // not known.
 func leaderOf(m *render.EtcdMembership, t Target) (render.EtcdMember, string) {
 	for _, member := range m.Members {
-		if !member.Leader {
-			continue
-		}
-		for ep, name := range t.Names {
-			if name == member.Name {
-				return member, ep
-			}
+		if member.Leader {
+			return member, endpointOf(t, member.Name)
 		}
 	}
 	return render.EtcdMember{}, ""

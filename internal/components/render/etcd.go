@@ -18,6 +18,10 @@ type EtcdMember struct {
 	// DownSince is when the member's pod last turned not ready; zero while
 	// it is ready or has no pod.
 	DownSince time.Time
+	// DBSize is the size of its database file, DBSizeInUse the part that
+	// holds data (the rest a defragmentation frees), Quota its backend
+	// quota; zero when it did not answer.
+	DBSize, DBSizeInUse, Quota int64
 }
 
 // EtcdMembership is the membership of a running etcd. It decides the pods
@@ -35,4 +39,6 @@ type EtcdMembership struct {
 	// Problems say what keeps etcd from being healthy (no leader, a member
 	// down, an alarm); none when it is.
 	Problems []string
+	// NoSpace tells that a NOSPACE alarm is raised: etcd refuses writes.
+	NoSpace bool
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -157,4 +161,69 @@ func ordinal(name string) int {
 	var i int
 	_, _ = fmt.Sscanf(name, "demo-etcd-%d", &i)
 	return i
+}
+
+// A database filled to its quota: etcd raises NOSPACE and refuses writes;
+// once data is deleted and compacted (what etcd's auto-compaction does) the
+// controller defragments the members one at a time, the leader last,
+// disarms the alarm, and writes resume. While nothing can be freed it says
+// so.
+func TestNoSpaceIsDefragmentedAndDisarmed(t *testing.T) {
+	ns := namespace(t)
+	c := startEtcd(t, "demo", ns)
+	checker := etcd.NewChecker()
+	t.Cleanup(checker.Close)
+	ctx := testContext(t)
+	cli := c.client(0)
+	value := strings.Repeat("x", 1<<20)
+	var err error
+	for i := 0; err == nil; i++ {
+		require.Less(t, i, 200, "the quota of 100MiB is reached")
+		_, err = cli.Put(ctx, fmt.Sprintf("/registry/fill/%03d", i), value)
+	}
+	require.ErrorIs(t, err, rpctypes.ErrNoSpace)
+	require.True(t, c.observe(ctx, checker).NoSpace)
+
+	del, err := cli.Delete(ctx, "/registry/fill/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	_, err = cli.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+
+	var defragmented []string
+	var out readiness.Outcome
+	leader := ""
+	for range 10 {
+		m := c.observe(ctx, checker)
+		for _, member := range m.Members {
+			if member.Leader {
+				leader = member.Name
+			}
+		}
+		out, err = checker.Maintain(ctx, c.target(), m, 0)
+		require.NoError(t, err)
+		t.Log(out.Message)
+		if out.Reason != v1alpha1.EtcdDefragmentedReason {
+			break
+		}
+		defragmented = append(defragmented, strings.TrimSuffix(strings.Fields(out.Message)[2], ":"))
+		assert.Regexp(t, `^defragmented member demo-etcd-\d: its database went from \d+ MiB to \d+ MiB, \d+ MiB freed in `, out.Message)
+	}
+	assert.Equal(t, "disarmed the NOSPACE alarm: every member's database is below its quota again", out.Message)
+	assert.ElementsMatch(t, []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}, defragmented)
+	assert.Equal(t, leader, defragmented[len(defragmented)-1], "the leader last")
+	m := c.observe(ctx, checker)
+	assert.False(t, m.NoSpace)
+	_, err = cli.Put(ctx, "/registry/after", "written")
+	assert.NoError(t, err, "writes resume")
+
+	// A database that holds its quota in data: nothing to defragment, and
+	// the alarm stays, said as such.
+	m.NoSpace = true
+	for i := range m.Members {
+		m.Members[i].Quota = 1
+	}
+	out, err = checker.Maintain(ctx, c.target(), m, 0)
+	require.NoError(t, err)
+	assert.True(t, out.Warn)
+	assert.Regexp(t, `^alarm NOSPACE: etcd refuses writes: member demo-etcd-0 holds \d+ MiB of data and its quota is 0 MiB; delete data, or raise quota-backend-bytes in spec.etcd.args$`, out.Message)
 }
