@@ -225,6 +225,14 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
 				"waiting for a healthy etcd before rolling out a new spec of etcd: member demo-etcd-2 does not answer"),
 		},
+		"a rollout under NOSPACE, which may raise the quota": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}),
+				&render.EtcdMembership{
+					Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+					Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
+				}),
+			want: readiness.Ready(""),
+		},
 		"no resize without the member list": {
 			in:   input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}),
 			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before changing its members from 3 to 5"),

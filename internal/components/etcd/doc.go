@@ -66,6 +66,21 @@
 //     volume was lost can never come back on its own: etcd refuses a member
 //     whose log is gone. The replacement is told in a Warning event.
 //
+// # Databases
+//
+// Before any of these, with every member healthy, Preflight keeps the
+// databases (Maintain), one step a pass: a member is defragmented once
+// DefragMinFree of its database file, and at least half of it, is unused
+// (space that deleted data left behind once etcd's auto-compaction ran),
+// one member at a time and the leader last, since a defragmentation blocks
+// the member. Under a NOSPACE alarm (etcd refuses writes at its quota) any
+// member with space to free is defragmented, and the alarm is disarmed once
+// every database is below its quota again; until then EtcdReady says which
+// member holds how much data against what quota. An event tells the space
+// each defragmentation freed and the time it took, and the metrics
+// hostedcp_etcd_defragmentation_duration_seconds and
+// hostedcp_etcd_defragmentation_freed_bytes_total count them.
+//
 // A rollout (a new version, image or flag: any change of the StatefulSet
 // beyond its replicas) waits for a healthy etcd too, unless one is already
 // under way, which may be corrected whatever etcd's health. Without etcd's

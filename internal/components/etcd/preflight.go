@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -59,7 +60,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	switch {
 	case m == nil || !m.Answered:
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before %s", what)), nil
-	case len(m.Problems) > 0 && next.Kind != Replace: // a replacement is what heals it
+	case len(m.Problems) > 0 && !healing(next, changes, rollout, m):
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
 			what, joinProblems(m.Problems))), nil
 	case !changes || c.Clients == nil:
@@ -304,6 +305,26 @@ func membershipProgress(in render.Input) (readiness.Outcome, bool) {
 		return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "etcd has %d voting members and spec.etcd.replicas asks for %d", voters, want)), true
 	}
 	return readiness.Outcome{}, false
+}
+
+// healing tells whether what waits may heal etcd's problems: a replacement
+// heals a member down, and a rollout alone (which may raise the quota) a
+// full database.
+func healing(next Change, changes, rollout bool, m *render.EtcdMembership) bool {
+	if changes {
+		return next.Kind == Replace
+	}
+	return rollout && onlyNoSpace(m)
+}
+
+// onlyNoSpace tells whether NOSPACE alarms are etcd's only problems.
+func onlyNoSpace(m *render.EtcdMembership) bool {
+	for _, p := range m.Problems {
+		if !strings.HasPrefix(p, "alarm NOSPACE ") {
+			return false
+		}
+	}
+	return true
 }
 
 func joinProblems(problems []string) string { return Report{Problems: problems}.String() }
