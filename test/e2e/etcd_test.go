@@ -47,23 +47,11 @@ func TestEtcdMembership(t *testing.T) {
 	})
 
 	t.Run("a member that lost its pod and volume is replaced", func(t *testing.T) {
-		before := waitVoters(t, key, 3)
-		ctx := testContext(t)
-		start := time.Now()
 		victim := "members-etcd-1"
-		require.NoError(t, k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + victim}}))
-		require.NoError(t, k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim}}))
-		var after map[string]string
-		eventually(t, 10*time.Minute, "member "+victim+" replaced by a new one", func() error {
-			after = voters(t, key)
-			if len(after) == 3 && after[victim] != "" && after[victim] != before[victim] {
-				return nil
-			}
-			return fmt.Errorf("voters %v (before: %v)", after, before)
-		})
-		t.Logf("3 healthy voters %s after the pod and volume of %s were deleted: %v", time.Since(start).Round(time.Second), victim, after)
+		took := replaceMember(t, key, victim)
+		t.Logf("3 healthy voters %s after the pod and volume of %s were deleted", took.Round(time.Second), victim)
 		events := &corev1.EventList{}
-		require.NoError(t, k8s.List(ctx, events, client.InNamespace(ns)))
+		require.NoError(t, k8s.List(testContext(t), events, client.InNamespace(ns)))
 		replaced := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
 			return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, victim)
 		})
@@ -93,9 +81,29 @@ func TestEtcdMembership(t *testing.T) {
 	deleteClusters(t, key)
 }
 
+// replaceMember deletes the pod and volume of member victim of a control
+// plane of three healthy voters, waits until a new member of its name is
+// one of three healthy voters again, and returns how long that took.
+func replaceMember(t testing.TB, key client.ObjectKey, victim string) time.Duration {
+	t.Helper()
+	before := waitVoters(t, key, 3)
+	ctx := testContext(t)
+	start := time.Now()
+	require.NoError(t, k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "data-" + victim}}))
+	require.NoError(t, k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: victim}}))
+	eventually(t, 10*time.Minute, "member "+victim+" replaced by a new one", func() error {
+		after := voters(t, key)
+		if len(after) == 3 && after[victim] != "" && after[victim] != before[victim] {
+			return nil
+		}
+		return fmt.Errorf("voters %v (before: %v)", after, before)
+	})
+	return time.Since(start)
+}
+
 // setEtcdReplicas sets spec.etcd.replicas, with the consent a scale-down
 // needs.
-func setEtcdReplicas(t *testing.T, key client.ObjectKey, replicas int32) {
+func setEtcdReplicas(t testing.TB, key client.ObjectKey, replicas int32) {
 	t.Helper()
 	hcp := &v1alpha1.HostedControlPlane{}
 	require.NoError(t, k8s.Get(testContext(t), key, hcp))
@@ -110,7 +118,7 @@ func setEtcdReplicas(t *testing.T, key client.ObjectKey, replicas int32) {
 
 // waitVoters waits until the status reports n healthy voters and no other
 // member, with EtcdReady true, and returns their IDs by name.
-func waitVoters(t *testing.T, key client.ObjectKey, n int32) map[string]string {
+func waitVoters(t testing.TB, key client.ObjectKey, n int32) map[string]string {
 	t.Helper()
 	var ids map[string]string
 	eventually(t, 10*time.Minute, fmt.Sprintf("%d healthy etcd voters", n), func() error {
@@ -131,7 +139,7 @@ func waitVoters(t *testing.T, key client.ObjectKey, n int32) map[string]string {
 
 // voters are the healthy voting members the status reports, their IDs by
 // name.
-func voters(t *testing.T, key client.ObjectKey) map[string]string {
+func voters(t testing.TB, key client.ObjectKey) map[string]string {
 	t.Helper()
 	hcp := &v1alpha1.HostedControlPlane{}
 	require.NoError(t, k8s.Get(testContext(t), key, hcp))
