@@ -134,7 +134,8 @@ type HostedControlPlaneInitializationStatus struct {
 // EtcdStatus reports the hosted etcd cluster.
 type EtcdStatus struct {
 	// members are the names of the members etcd's member list holds,
-	// voters and learners, answering or not; admission keeps
+	// voters and learners, answering or not (while etcd does not answer,
+	// those it last listed, or those it is founded with); admission keeps
 	// spec.etcd.replicas from going below their count without consent.
 	// +optional
 	// +listType=set

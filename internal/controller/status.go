@@ -121,15 +121,17 @@ func updateStatus(s *scope) {
 			st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 		}
 	}
-	// etcd reports the members etcd lists and the smallest volume a member
-	// has been given; an etcd that does not answer keeps its members, none
-	// of them healthy, and objects that cannot be read keep what was
-	// reported before.
-	if m := s.in.Etcd; m != nil && m.Answered {
-		st.Etcd.Members, st.Etcd.MemberStatuses = etcd.Members(m), etcd.MemberStatuses(m)
-	} else if m != nil {
+	// etcd reports the members etcd lists (as recorded while it does not
+	// answer, none of them healthy then) and the smallest volume a member
+	// has been given; objects that cannot be read keep what was reported
+	// before.
+	if m := s.in.Etcd; m != nil {
+		st.Etcd.Members = etcd.Members(m)
+		if m.Answered {
+			st.Etcd.MemberStatuses = etcd.MemberStatuses(m)
+		}
 		for i := range st.Etcd.MemberStatuses {
-			st.Etcd.MemberStatuses[i].Healthy = false
+			st.Etcd.MemberStatuses[i].Healthy = st.Etcd.MemberStatuses[i].Healthy && m.Answered
 		}
 	}
 	if claims := s.facts.etcdClaims; claims != nil {

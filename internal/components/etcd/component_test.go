@@ -302,7 +302,8 @@ func TestMembersAndVolumeSize(t *testing.T) {
 		{Name: "demo-etcd-1", ID: "a1", Role: v1alpha1.EtcdVoter, Healthy: true},
 		{Name: "demo-etcd-2", ID: "ff", Role: v1alpha1.EtcdLearner},
 	}, MemberStatuses(m))
-	assert.Nil(t, Members(&render.EtcdMembership{Members: m.Members}), "etcd did not answer")
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}, Members(&render.EtcdMembership{Members: m.Members}), "as recorded")
+	assert.Nil(t, MemberStatuses(&render.EtcdMembership{Members: m.Members}), "etcd did not answer")
 	assert.Nil(t, Members(nil))
 
 	claim := func(size string, phase corev1.PersistentVolumeClaimPhase) corev1.PersistentVolumeClaim {

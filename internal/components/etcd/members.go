@@ -242,12 +242,16 @@ func MemberStatuses(m *render.EtcdMembership) []v1alpha1.EtcdMemberStatus {
 	return out
 }
 
-// Members are the names of the members etcd lists, sorted; nil when etcd did
-// not answer.
+// Members are the names of the members etcd lists or, when it did not
+// answer, those the controller recorded (the members it last listed, or
+// those a new etcd is founded with); nil before etcd runs.
 func Members(m *render.EtcdMembership) []string {
+	if m == nil {
+		return nil
+	}
 	var names []string
-	for _, s := range MemberStatuses(m) {
-		names = append(names, s.Name)
+	for _, member := range m.Members {
+		names = append(names, member.Name)
 	}
 	return names
 }

@@ -291,7 +291,14 @@ func successor(m *render.EtcdMembership, leader render.EtcdMember) uint64 {
 // the StatefulSet has rolled out: a learner to catch up, or the next change.
 func membershipProgress(in render.Input) (readiness.Outcome, bool) {
 	m := in.Etcd
-	if m == nil || !m.Answered {
+	if m == nil {
+		return readiness.Outcome{}, false
+	}
+	if !m.Answered {
+		if have, want := pods(in), Replicas(in.ControlPlane); have != want {
+			return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for etcd to answer before changing its members from %d to %d", have, want)), true
+		}
 		return readiness.Outcome{}, false
 	}
 	voters := 0
