@@ -83,8 +83,11 @@
 //
 // A rollout (a new version, image or flag: any change of the StatefulSet
 // beyond its replicas) waits for a healthy etcd too, unless one is already
-// under way, which may be corrected whatever etcd's health. Without etcd's
-// member list nothing is resized.
+// under way, which may be corrected whatever etcd's health, or no member
+// answers at all (nothing serves that it could disturb, and it may be what
+// brings etcd back; a controller that cannot reach etcd's pods, as in `make
+// dev`, then still rolls it). A rollout that raises the quota may start under
+// a NOSPACE alarm. Without etcd's member list nothing is resized.
 //
 // Of the renderer it imports only the building blocks (render), the
 // readiness rules and the applier's digest, so that the extension, which

@@ -24,7 +24,7 @@ import (
 // Preflight guards a running etcd, as Cluster API's kubeadm control plane
 // checks its etcd before it scales. A rollout (a new version, image or flag)
 // and every membership change wait for a healthy etcd: a leader, every
-// member answering, no alarm. Membership changes are made here, one per
+// member answering, no alarm (see the package doc for the exceptions). Membership changes are made here, one per
 // pass, through etcd's API (see NextChange); the pass that made one ends, and
 // the next renders the new membership.
 func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
@@ -59,7 +59,10 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	}
 	switch {
 	case m == nil || !m.Answered:
-		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before %s", what)), nil
+		// Only a rollout gets here (a membership change needs etcd's member
+		// list). No member serves, so it can disturb nothing, and it may be
+		// what brings etcd back.
+		return readiness.Ready(""), nil
 	case len(m.Problems) > 0 && !healing(next, changes, rollout, m):
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
 			what, joinProblems(m.Problems))), nil
