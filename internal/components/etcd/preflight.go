@@ -24,9 +24,10 @@ import (
 // Preflight guards a running etcd, as Cluster API's kubeadm control plane
 // checks its etcd before it scales. A rollout (a new version, image or flag)
 // and every membership change wait for a healthy etcd: a leader, every
-// member answering, no alarm (see the package doc for the exceptions). Membership changes are made here, one per
-// pass, through etcd's API (see NextChange); the pass that made one ends, and
-// the next renders the new membership.
+// member answering, no alarm (the package doc says when not). Membership
+// changes are made here, one per pass, through etcd's API (see NextChange);
+// the pass that made one ends, and the next renders the new membership.
+// Before them the databases are kept (see Maintain).
 func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
 	live := &appsv1.StatefulSet{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, live)
