@@ -78,7 +78,7 @@ func BenchmarkEtcdMembership(b *testing.B) {
 	setEtcdReplicas(b, key, 3)
 	waitVoters(b, key, 3)
 	scale := time.Since(start)
-	replace := replaceMember(b, key, "bench-etcd-1")
+	replace := replaceMember(b, key, "bench-etcd-etcd-1")
 	deleteClusters(b, key)
 	fmt.Printf("BENCH etcd_scale_1_to_3_s %.3f s\n", scale.Seconds())
 	fmt.Printf("BENCH etcd_member_replace_s %.3f s\n", replace.Seconds())
