@@ -64,25 +64,37 @@ const (
 
 // Condition reasons.
 const (
-	ReadyReason                  = "Ready"
-	WaitingForClusterReason      = "WaitingForCluster"
-	ClusterNetworkMissingReason  = "ClusterNetworkMissing"
-	GatewayNotFoundReason        = "GatewayNotFound"
-	GatewayListenerReason        = "GatewayListenerMissing"
-	GatewayAPIMissingReason      = "GatewayAPIMissing"
-	EndpointPendingReason        = "EndpointPending"
-	RoutePendingReason           = "RoutePending"
-	RouteNotAcceptedReason       = "RouteNotAccepted"
-	RouteRefsUnresolvedReason    = "RouteRefsUnresolved"
-	CertManagerMissingReason     = "CertManagerMissing"
-	IssuingReason                = "Issuing"
-	ProgressingReason            = "Progressing"
-	ConflictReason               = "ObjectConflict"
-	ApplyFailedReason            = "ApplyFailed"
-	WaitingReason                = "WaitingForPreviousPhase"
-	NotAnsweringReason           = "NotAnswering"
-	DeletingReason               = "Deleting"
-	EtcdMembershipReason         = "EtcdMembershipChange"
+	ReadyReason                 = "Ready"
+	WaitingForClusterReason     = "WaitingForCluster"
+	ClusterNetworkMissingReason = "ClusterNetworkMissing"
+	GatewayNotFoundReason       = "GatewayNotFound"
+	GatewayListenerReason       = "GatewayListenerMissing"
+	GatewayAPIMissingReason     = "GatewayAPIMissing"
+	EndpointPendingReason       = "EndpointPending"
+	RoutePendingReason          = "RoutePending"
+	RouteNotAcceptedReason      = "RouteNotAccepted"
+	RouteRefsUnresolvedReason   = "RouteRefsUnresolved"
+	CertManagerMissingReason    = "CertManagerMissing"
+	IssuingReason               = "Issuing"
+	ProgressingReason           = "Progressing"
+	ConflictReason              = "ObjectConflict"
+	ApplyFailedReason           = "ApplyFailed"
+	WaitingReason               = "WaitingForPreviousPhase"
+	NotAnsweringReason          = "NotAnswering"
+	DeletingReason              = "Deleting"
+	EtcdMembershipReason        = "EtcdMembershipChange"
+	// EtcdUnhealthyReason: a change to etcd waits for a healthy cluster
+	// (a leader, every member answering, no alarm).
+	EtcdUnhealthyReason = "EtcdUnhealthy"
+	// EtcdMemberReplacedReason: a member that stayed down (its volume lost,
+	// say) was removed from etcd, with its pod and volume, to come back as
+	// a new member.
+	EtcdMemberReplacedReason = "EtcdMemberReplaced"
+	// EtcdDefragmentedReason: a member's database was defragmented, freeing
+	// the space its deleted data held.
+	EtcdDefragmentedReason = "EtcdDefragmented"
+	// EtcdNoSpaceReason: etcd raised its NOSPACE alarm and refuses writes.
+	EtcdNoSpaceReason            = "EtcdNoSpace"
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"

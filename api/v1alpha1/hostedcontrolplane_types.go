@@ -139,14 +139,24 @@ type HostedControlPlaneInitializationStatus struct {
 
 // EtcdStatus reports the hosted etcd cluster.
 type EtcdStatus struct {
-	// members are the names of the members the etcd cluster runs, ready or
-	// not; admission keeps spec.etcd.replicas from going below their count
-	// without consent.
+	// members are the names of the members etcd's member list holds,
+	// voters and learners, answering or not (while etcd does not answer,
+	// those it last listed, or those it is founded with); admission keeps
+	// spec.etcd.replicas from going below their count without consent.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	Members []string `json:"members,omitempty"`
+
+	// memberStatuses say, for each member etcd reports, its ID, whether it
+	// votes or learns and whether it answers with a leader, as the
+	// controller last observed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	MemberStatuses []EtcdMemberStatus `json:"memberStatuses,omitempty"`
 
 	// volumeSize is the size of each member's volume.
 	// +optional
@@ -173,6 +183,39 @@ type EtcdStatus struct {
 	// nextBackupTime is when the next scheduled snapshot is due.
 	// +optional
 	NextBackupTime *metav1.Time `json:"nextBackupTime,omitempty"`
+}
+
+// EtcdMemberRole is whether an etcd member votes or only learns.
+// +kubebuilder:validation:Enum=Voter;Learner
+type EtcdMemberRole string
+
+// The roles of an etcd member.
+const (
+	EtcdVoter   EtcdMemberRole = "Voter"
+	EtcdLearner EtcdMemberRole = "Learner"
+)
+
+// EtcdMemberStatus is one etcd member as etcd reports it.
+type EtcdMemberStatus struct {
+	// name is the pod the member runs in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// id is the member's ID in hexadecimal, as etcdctl prints it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16
+	ID string `json:"id"`
+
+	// role is Voter, or Learner while a new member catches up.
+	// +required
+	Role EtcdMemberRole `json:"role"`
+
+	// healthy is true when the member answered and knows a leader.
+	// +required
+	Healthy bool `json:"healthy"`
 }
 
 // +kubebuilder:object:root=true

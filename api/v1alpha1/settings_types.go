@@ -268,8 +268,9 @@ type EtcdSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// volumeSize of each member's volume, 2Gi when unset, at least 1Gi and at most 1Ti.
-	// It can grow, never shrink, and once set it cannot be removed. Leave it
-	// unset with autoGrow. etcd's backend quota (--quota-backend-bytes)
+	// It never shrinks, grows only before etcd runs (growing the volumes of
+	// a running etcd is not supported yet), and once set it cannot be
+	// removed. etcd's backend quota (--quota-backend-bytes)
 	// follows it, leaving the volume room for the write-ahead log and for
 	// the second copy of the database that a defragmentation writes:
 	// (volumeSize - volumeSize/16 - 512Mi) / 2, at least 128Mi and at most
@@ -278,8 +279,8 @@ type EtcdSpec struct {
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
-	// autoGrow lets the controller grow the volumes when they fill up,
-	// instead of a fixed volumeSize.
+	// autoGrow is reserved for growing the volumes as they fill up; true
+	// is refused as not supported yet.
 	// +optional
 	AutoGrow *bool `json:"autoGrow,omitempty"`
 

@@ -22,7 +22,6 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
@@ -89,7 +88,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}
-	checker := etcd.NewChecker()
+	checker := reconciler.EtcdClients()
 	defer checker.Close()
 	backups := backup.DefaultOptions()
 	backups.MaxConcurrent = cfg.MaxConcurrentBackups

@@ -53,14 +53,16 @@ type Optional interface {
 
 // Management are the components in the management cluster, in the order a
 // pass keeps them: each needs the ones before it done, so that an upgrade
-// rolls etcd, then the API servers, then the controllers.
-func Management() []Component {
+// rolls etcd, then the API servers, then the controllers. members is the
+// etcd component, with the clients that change running etcds (the zero
+// value renders alone).
+func Management(members etcd.Component) []Component {
 	return []Component{
 		Exposure{},
 		PKI{},
 		Configs{},
 		ClusterKubeconfig{},
-		etcd.Component{},
+		members,
 		APIServer{},
 		ControllerManager{},
 		Scheduler{},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -145,7 +146,7 @@ type goldenComponent struct {
 func renderComponents(t testing.TB, in render.Input) []goldenComponent {
 	t.Helper()
 	var out []goldenComponent
-	for _, c := range append(Management(), Workload()...) {
+	for _, c := range append(Management(etcd.Component{}), Workload()...) {
 		objs, err := c.Render(in)
 		require.NoError(t, err, c.Name())
 		out = append(out, goldenComponent{c.Name(), objs})

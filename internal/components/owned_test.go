@@ -45,6 +45,12 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
 				rendered[c.Name+"/"+name] = true
 			}
+			// etcd reads each flag from ETCD_<FLAG> as well.
+			for _, env := range c.Env {
+				if flag, ok := strings.CutPrefix(env.Name, "ETCD_"); ok && c.Name == "etcd" {
+					rendered[c.Name+"/"+strings.ReplaceAll(strings.ToLower(flag), "_", "-")] = true
+				}
+			}
 		}
 	}
 	for container, owned := range map[string]contract.OwnedFlags{

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -16,17 +17,19 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// reconcileDelete removes what garbage collection cannot: the Secrets
-// cert-manager issued, once the final etcd snapshot is stored or given up
-// on (see internal/backup). Their Certificates go first, or cert-manager would
-// issue them again. Everything else is owned by the control plane and goes
-// with it once the finalizer is released.
+// reconcileDelete closes the connections to the control plane's etcd and
+// removes what garbage collection cannot: the Secrets cert-manager issued,
+// once the final etcd snapshot is stored or given up on (see
+// internal/backup). Their Certificates go first, or cert-manager would issue
+// them again. Everything else is owned by the control plane and goes with it
+// once the finalizer is released.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if controllerutil.ContainsFinalizer(s.hcp, backup.Finalizer) {
 		// The final etcd snapshot needs etcd's client certificate; the
 		// backup controller's removal of its finalizer brings us back.
 		return ctrl.Result{}, nil
 	}
+	r.etcd.Forget(types.NamespacedName{Namespace: s.hcp.Namespace, Name: s.cluster.Name})
 	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}

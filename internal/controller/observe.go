@@ -38,8 +38,15 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if err := r.observeSecrets(ctx, s.hcp, in, &o); err != nil {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
+	s.facts = r.observeFacts(ctx, in)
+	if pods := s.facts.etcdPods; pods != nil {
+		m, err := r.etcd.Membership(ctx, r.client, in, pods.Items)
+		if err != nil {
+			s.held[v1alpha1.EtcdReadyCondition] = failure(err)
+		}
+		o.Etcd = m
+	}
 	s.in = in.With(o)
-	s.facts = r.observeFacts(ctx, s.in)
 }
 
 // observeExposure finds where the control plane is served: behind a gateway

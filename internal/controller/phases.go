@@ -16,6 +16,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -42,9 +43,10 @@ func phasesOf(list []components.Component) []phase {
 
 // managementPhases are the phases of the management side, in the order
 // they run; each needs the ones before it done. The first has no
-// components: building the Input decides it (see observe).
-func managementPhases() []phase {
-	return append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf(components.Management())...)
+// components: building the Input decides it (see observe). members is the
+// etcd component; its zero value names the phases only.
+func managementPhases(members etcd.Component) []phase {
+	return append([]phase{{condition: v1alpha1.ClusterReadyCondition}}, phasesOf(components.Management(members))...)
 }
 
 // workloadPhases are the phases of the workload side; each stands alone.

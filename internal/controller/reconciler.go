@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -28,11 +29,13 @@ import (
 // for it, which garbage collection cannot reach, are gone.
 const Finalizer = "hostedcontrolplane.controlplane.cluster.x-k8s.io"
 
-// How often an Available control plane is probed again, and how soon one
-// that is not yet answering is.
+// How often an Available control plane is probed again, how soon one
+// that is not yet answering is, and how soon a phase that waits for what no
+// watch reports (an etcd learner catching up) looks again.
 const (
 	probeInterval = 2 * time.Minute
 	retryInterval = 15 * time.Second
+	pollInterval  = 5 * time.Second
 )
 
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
@@ -47,6 +50,9 @@ type Reconciler struct {
 	prober Prober
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
+	// etcd reaches the hosted etcds, keeping each one's connections across
+	// passes until the control plane is deleted.
+	etcd *etcd.Checker
 
 	applier    *apply.Applier
 	watches    *optionalWatches
@@ -61,9 +67,15 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
+		etcd:    etcd.NewChecker(),
 		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
+
+// EtcdClients are the clients to the hosted etcd clusters the reconciler
+// keeps, for the other controllers of the process to share (the backup
+// controller streams snapshots through them).
+func (r *Reconciler) EtcdClients() *etcd.Checker { return r.etcd }
 
 // scope is what one pass over a control plane knows and what it recorded:
 // the Input it built once from what it observed (observe.go), how far its
@@ -148,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.observe(ctx, s)
-	r.run(ctx, s, r.management(), managementPhases())
+	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Events: r.recorder}))
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server
@@ -170,6 +182,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	// their failures are theirs and leave the control plane Available.
 	if err := r.reconcileWorkload(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if s.blocked != nil && s.blocked.Poll {
+		return ctrl.Result{RequeueAfter: pollInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: probeInterval}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
@@ -64,7 +65,7 @@ func conditionsOf(phases []phase) []string {
 // condition form one phase, and every condition the controller writes is
 // one it owns, so the patch helper keeps it on a conflict.
 func TestPhasesAndOwnedConditions(t *testing.T) {
-	management := managementPhases()
+	management := managementPhases(etcd.Component{})
 	assert.Equal(t, []string{
 		v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition, v1alpha1.CertificatesReadyCondition,
 		v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition, v1alpha1.APIServerReadyCondition,
@@ -107,7 +108,7 @@ func TestPhasesOfGroupsNeighbours(t *testing.T) {
 func TestMarkWaitingKeepsObservations(t *testing.T) {
 	hcp := &v1alpha1.HostedControlPlane{}
 	setCondition(hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason, "rolled out")
-	markWaiting(hcp, managementPhases(), 2) // CertificatesReady is not done
+	markWaiting(hcp, managementPhases(etcd.Component{}), 2) // CertificatesReady is not done
 	for _, c := range []string{v1alpha1.KubeconfigReadyCondition, v1alpha1.EtcdReadyCondition, v1alpha1.ControllersReadyCondition} {
 		got := conditions.Get(hcp, c)
 		if assert.NotNil(t, got, c) {

@@ -24,7 +24,7 @@ import (
 // the patch helper keeps its own.
 func ownedConditions() []string {
 	owned := []string{v1alpha1.AvailableCondition}
-	for _, p := range append(managementPhases(), workloadPhases()...) {
+	for _, p := range append(managementPhases(etcd.Component{}), workloadPhases()...) {
 		owned = append(owned, p.condition)
 	}
 	return owned
@@ -121,11 +121,18 @@ func updateStatus(s *scope) {
 			st.Version = version //nolint:staticcheck // Cluster API's v1beta1 contract still reads it
 		}
 	}
-	// etcd reports the members whose pods exist and the smallest volume a
-	// member has been given; one whose objects cannot be read keeps what was
-	// reported before.
-	if pods := s.facts.etcdPods; pods != nil {
-		st.Etcd.Members = etcd.Members(pods.Items)
+	// etcd reports the members etcd lists (as recorded while it does not
+	// answer, none of them healthy then) and the smallest volume a member
+	// has been given; objects that cannot be read keep what was reported
+	// before.
+	if m := s.in.Etcd; m != nil {
+		st.Etcd.Members = etcd.Members(m)
+		if m.Answered {
+			st.Etcd.MemberStatuses = etcd.MemberStatuses(m)
+		}
+		for i := range st.Etcd.MemberStatuses {
+			st.Etcd.MemberStatuses[i].Healthy = st.Etcd.MemberStatuses[i].Healthy && m.Answered
+		}
 	}
 	if claims := s.facts.etcdClaims; claims != nil {
 		st.Etcd.VolumeSize = etcd.VolumeSize(claims.Items)

@@ -97,7 +97,12 @@ func TestUpdateStatus(t *testing.T) {
 	hcp.Spec.ControlPlaneEndpoint.Host = "api.example.com"
 	s := &scope{
 		hcp: hcp, cluster: &clusterv1.Cluster{}, probed: true,
-		in:   render.Input{Observed: render.Observed{Endpoint: clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}}},
+		in: render.Input{Observed: render.Observed{
+			Endpoint: clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443},
+			Etcd: &render.EtcdMembership{Answered: true, Members: []render.EtcdMember{
+				{Name: "demo-etcd-0", ID: 0xa, Healthy: true, Leader: true}, {Name: "demo-etcd-1", ID: 0xb, Learner: true},
+			}},
+		}},
 		held: map[string]readiness.Outcome{},
 		done: map[string]bool{v1alpha1.ExposureReadyCondition: true},
 		facts: &facts{
@@ -118,7 +123,11 @@ func TestUpdateStatus(t *testing.T) {
 	assert.Equal(t, "app.kubernetes.io/instance=demo,app.kubernetes.io/name=kube-apiserver", st.Selector)
 	assert.Equal(t, []int32{3, 2, 2, 1}, []int32{*st.Replicas, *st.ReadyReplicas, *st.AvailableReplicas, *st.UpToDateReplicas})
 	assert.Equal(t, []clusterv1.StatusVersion{{Version: "v1.35.2", Replicas: 2}}, st.Versions, "the oldest a ready pod runs")
-	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, st.Etcd.Members)
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, st.Etcd.Members, "what etcd lists")
+	assert.Equal(t, []v1alpha1.EtcdMemberStatus{
+		{Name: "demo-etcd-0", ID: "a", Role: v1alpha1.EtcdVoter, Healthy: true},
+		{Name: "demo-etcd-1", ID: "b", Role: v1alpha1.EtcdLearner},
+	}, st.Etcd.MemberStatuses)
 	assert.Equal(t, "2Gi", st.Etcd.VolumeSize.String())
 	assert.Equal(t, clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}, hcp.Spec.ControlPlaneEndpoint, "the node port filled in")
 	assert.Equal(t, metav1.ConditionTrue, conditions.Get(hcp, v1alpha1.AvailableCondition).Status)
@@ -127,12 +136,14 @@ func TestUpdateStatus(t *testing.T) {
 	// A pass that could not read what the status counts keeps what it said;
 	// one that did not answer says what the workload side waits for.
 	s.facts = &facts{selector: st.Selector}
+	s.in.Etcd = &render.EtcdMembership{Members: s.in.Etcd.Members} // recorded: etcd did not answer
 	s.probed, s.done = false, map[string]bool{}
 	s.blocked = &blockedPhase{v1alpha1.EtcdReadyCondition, readiness.Waiting(v1alpha1.ProgressingReason, "rolling")}
 	updateStatus(s)
 	assert.Equal(t, int32(3), *hcp.Status.Replicas)
 	assert.Equal(t, "v1.35.2", hcp.Status.Versions[0].Version)
 	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, hcp.Status.Etcd.Members)
+	assert.False(t, hcp.Status.Etcd.MemberStatuses[0].Healthy, "an etcd that does not answer is healthy no more")
 	assert.Equal(t, v1alpha1.WaitingForControlPlaneReason, conditions.Get(hcp, v1alpha1.CoreDNSReadyCondition).Reason)
 	assert.Equal(t, v1alpha1.WaitingReason, conditions.Get(hcp, v1alpha1.AvailableCondition).Reason)
 }

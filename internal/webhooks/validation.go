@@ -122,6 +122,10 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 				MaxEtcdVolumeSize.String())))
 		}
 	}
+	if ptr.Deref(etcd.AutoGrow, false) {
+		errs = append(errs, field.Forbidden(path.Child("autoGrow"),
+			"not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize"))
+	}
 	if etcd.Backup != nil {
 		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
 	}
@@ -367,6 +371,17 @@ func validateVolumeGrowth(path *field.Path, old, hcp *v1alpha1.HostedControlPlan
 			return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
 				"cannot shrink etcd volumes from %s to %s: volumes only grow; set %s or more", had, want, had))}
 		}
+	}
+	// Volumes exist once a claim was bound (status.etcd.volumeSize) or a
+	// member was reported.
+	running := old.Status.Etcd.VolumeSize != nil || len(old.Status.Etcd.Members) > 0
+	had := contract.EtcdVolumeSize(old)
+	if given := old.Status.Etcd.VolumeSize; given != nil && given.Cmp(had) > 0 {
+		had = *given
+	}
+	if running && want.Cmp(had) > 0 {
+		return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
+			"not supported yet: growing the volumes of a running etcd (from %s to %s); set %s back", had.String(), want, had.String()))}
 	}
 	return nil
 }

@@ -79,6 +79,31 @@ func TestVolumeNeverShrinksBelowWhatAutoGrowReached(t *testing.T) {
 	assert.Empty(t, validateVolumeGrowth(field.NewPath("v"), old, hcp))
 }
 
+// The volumes of a running etcd do not grow yet: admission says so rather
+// than accepting a size no volume gets. Before any volume exists the size
+// is free, and a size equal to the one running (the default made explicit)
+// is no growth.
+func TestVolumeGrowthOfARunningEtcdIsNotSupportedYet(t *testing.T) {
+	old := &v1alpha1.HostedControlPlane{}
+	hcp := old.DeepCopy()
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi"))
+	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "nothing runs yet")
+
+	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.EqualError(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp).ToAggregate(),
+		"spec.etcd.volumeSize: Forbidden: not supported yet: growing the volumes of a running etcd (from 2Gi to 8Gi); set 2Gi back")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "the default, made explicit")
+}
+
+func TestAutoGrowIsNotSupportedYet(t *testing.T) {
+	etcd := &v1alpha1.EtcdSpec{AutoGrow: ptr.To(true)}
+	assert.EqualError(t, validateEtcd(field.NewPath("spec", "etcd"), etcd).ToAggregate(),
+		"spec.etcd.autoGrow: Forbidden: not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize")
+	etcd.AutoGrow = ptr.To(false)
+	assert.Empty(t, validateEtcd(field.NewPath("spec", "etcd"), etcd))
+}
+
 func TestCertSANs(t *testing.T) {
 	ok := []string{"api.example.com", "*.example.com", "10.0.0.1", "2001:db8::1", "localhost"}
 	assert.Empty(t, validateCertSANs(field.NewPath("sans"), ok))

@@ -65,6 +65,25 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	fmt.Printf("BENCH hosted_cp_rss_mib %.3f MiB\n", rss)
 }
 
+// BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
+// takes from spec.etcd.replicas raised from 1 to 3 to three healthy voters,
+// and from a member's pod and volume deleted to three healthy voters again
+// (most of it the minute a member may stay down before it is replaced).
+func BenchmarkEtcdMembership(b *testing.B) {
+	ns := namespace(b, "bench-etcd")
+	apply(b, ns, hostedCluster("bench-etcd", images.KubeVersion, 1, 1))
+	key := client.ObjectKey{Namespace: ns, Name: "bench-etcd"}
+	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
+	start := time.Now()
+	setEtcdReplicas(b, key, 3)
+	waitVoters(b, key, 3)
+	scale := time.Since(start)
+	replace := replaceMember(b, key, "bench-etcd-etcd-1")
+	deleteClusters(b, key)
+	fmt.Printf("BENCH etcd_scale_1_to_3_s %.3f s\n", scale.Seconds())
+	fmt.Printf("BENCH etcd_member_replace_s %.3f s\n", replace.Seconds())
+}
+
 // controlPlaneRSS sums the resident memory of every process in the
 // containers of a Cluster's control plane pods, read from their cgroups.
 func controlPlaneRSS(b *testing.B, ns, name string) float64 {

@@ -164,6 +164,10 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
 			"spec.etcd.volumeSize: Forbidden: a fixed volumeSize cannot be combined with autoGrow",
 		},
+		"autoGrow": {
+			hcp(`{version: v1.33.0, etcd: {autoGrow: true}}`),
+			"spec.etcd.autoGrow: Forbidden: not supported yet",
+		},
 		"gateway without namespace": {
 			hcp(`{version: v1.33.0, gateway: {name: capi}}`),
 			"spec.gateway.namespace: Required value: set the namespace of the Gateway",

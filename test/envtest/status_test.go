@@ -17,9 +17,10 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
-// status.etcd reports what exists: nothing before etcd's pods and volumes
-// do, then their names and the size the volumes were given, whatever the
-// spec asks for.
+// status.etcd reports what exists: no volume size before a volume does,
+// then the size the volumes were given, whatever the spec asks for; and the
+// members etcd is founded with, while no etcd answers (only its pods exist
+// here), none of them reported healthy.
 func TestStatusReportsObservedEtcd(t *testing.T) {
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "observed", 0)
@@ -33,7 +34,6 @@ func TestStatusReportsObservedEtcd(t *testing.T) {
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
 	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
 	assert.Nil(t, hcp.Status.Etcd.VolumeSize, "no volume exists yet")
-	assert.Empty(t, hcp.Status.Etcd.Members, "no member exists yet")
 
 	// The test plays the StatefulSet controller and the volume provisioner:
 	// one member's claim is bound with what the provisioner gave (more than
@@ -54,16 +54,16 @@ func TestStatusReportsObservedEtcd(t *testing.T) {
 		})
 	}
 	etcdPods(t, hcp, 3)
-	waitFor(t, "status.etcd from the pods and the bound claim", func() error {
+	waitFor(t, "status.etcd from the bound claim", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
 			return err
 		}
-		st := hcp.Status.Etcd
-		if len(st.Members) != 3 || st.VolumeSize == nil {
+		if st := hcp.Status.Etcd; len(st.Members) != 3 || st.VolumeSize == nil {
 			return fmt.Errorf("status.etcd %+v", st)
 		}
 		return nil
 	})
 	assert.Equal(t, []string{"observed-etcd-0", "observed-etcd-1", "observed-etcd-2"}, hcp.Status.Etcd.Members)
+	assert.Empty(t, hcp.Status.Etcd.MemberStatuses, "no etcd answered")
 	assert.Equal(t, "3Gi", hcp.Status.Etcd.VolumeSize.String(), "what the volume was given, not the spec's 2Gi")
 }

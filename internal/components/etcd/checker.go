@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -38,15 +39,18 @@ type Target struct {
 	// Credentials are the health-check client certificate and the CA that
 	// signs etcd's serving certificates.
 	Credentials render.Credentials
+	// Names are the pods of the endpoints, when known.
+	Names map[string]string
 	// Quota is the backend quota the members were started with
 	// (contract.EtcdQuotaOf), for members that do not report theirs;
 	// zero when not known.
 	Quota int64
 }
 
-// Checker checks etcd clusters. It keeps one client per member endpoint and
-// reuses it for as long as the cluster's credentials stay the same. It is
-// safe for concurrent use.
+// Checker checks etcd clusters and changes their membership. It keeps one
+// client per member endpoint and reuses it for as long as the cluster's
+// credentials stay the same, across passes and hook calls, until Forget. It
+// is safe for concurrent use.
 type Checker struct {
 	// CallTimeout bounds each call to etcd.
 	CallTimeout time.Duration
@@ -120,7 +124,8 @@ func (c *Checker) status(ctx context.Context, endpoint string, cli *clientv3.Cli
 	}
 	return Status{
 		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(),
-		DBSize: resp.GetDbSize(), DBSizeQuota: resp.GetDbSizeQuota(), Revision: resp.GetHeader().GetRevision(),
+		DBSize: resp.GetDbSize(), DBSizeInUse: resp.GetDbSizeInUse(), DBSizeQuota: resp.GetDbSizeQuota(),
+		Revision: resp.GetHeader().GetRevision(),
 	}
 }
 
@@ -135,7 +140,7 @@ func (c *Checker) listMembersAndAlarms(ctx context.Context, cli *clientv3.Client
 			return
 		}
 		for _, m := range resp.Members {
-			o.Members = append(o.Members, Member{ID: m.GetID(), Name: m.GetName(), Learner: m.GetIsLearner()})
+			o.Members = append(o.Members, Member{ID: m.GetID(), Name: m.GetName(), Learner: m.GetIsLearner(), PeerURLs: m.GetPeerURLs()})
 		}
 	})
 	wg.Go(func() {
@@ -234,6 +239,103 @@ func (cc *clusterClients) close() {
 	for _, cli := range cc.byEndpoint {
 		_ = cli.Close()
 	}
+}
+
+// AddLearner adds a member that will advertise peerURL, as a learner: it
+// receives the log but does not vote until Promote, so it cannot cost the
+// cluster its quorum while it catches up. The call goes to the member at
+// endpoint.
+func (c *Checker) AddLearner(ctx context.Context, t Target, endpoint, peerURL string) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		return err
+	})
+}
+
+// ErrLearnerBehind is Promote's answer while the learner has not caught up
+// with the leader's log.
+var ErrLearnerBehind = rpctypes.ErrMemberLearnerNotReady
+
+// reconfigurationRefused tells whether etcd refused a membership change for
+// now, as its strict reconfiguration check does until the leader has been
+// connected to every voter for a few seconds (a member just promoted, a
+// member restarted): the change is to be tried again, not an error.
+func reconfigurationRefused(err error) bool {
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted)
+}
+
+// Promote makes a learner a voting member, once it has caught up.
+func (c *Checker) Promote(ctx context.Context, t Target, endpoint string, id uint64) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberPromote(ctx, id)
+		return err
+	})
+}
+
+// Remove removes a member from the member list; it stops once it learns.
+func (c *Checker) Remove(ctx context.Context, t Target, endpoint string, id uint64) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberRemove(ctx, id)
+		return err
+	})
+}
+
+// MoveLeader hands the leadership to member to; endpoint must be the
+// leader's.
+func (c *Checker) MoveLeader(ctx context.Context, t Target, endpoint string, to uint64) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MoveLeader(ctx, to)
+		return err
+	})
+}
+
+// DefragmentTimeout bounds a defragmentation, which rewrites a member's
+// whole database and blocks the member meanwhile.
+const DefragmentTimeout = time.Minute
+
+// Defragment rewrites the database of the member at endpoint without the
+// space its deleted data held.
+func (c *Checker) Defragment(ctx context.Context, t Target, endpoint string) error {
+	return c.call(ctx, t, endpoint, DefragmentTimeout, func(ctx context.Context, cli *clientv3.Client) error {
+		// Over the established connection, as status: the client's own
+		// Defragment dials the endpoint again.
+		_, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Defragment(ctx, &pb.DefragmentRequest{})
+		return err
+	})
+}
+
+// DisarmNoSpace disarms every NOSPACE alarm, through the member at endpoint.
+func (c *Checker) DisarmNoSpace(ctx context.Context, t Target, endpoint string) error {
+	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		alarms, err := cli.AlarmList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range alarms.Alarms {
+			if a.GetAlarm() != pb.AlarmType_NOSPACE {
+				continue
+			}
+			if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.GetMemberID(), Alarm: a.GetAlarm()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// call runs f with the client of endpoint, bounded by timeout.
+func (c *Checker) call(ctx context.Context, t Target, endpoint string, timeout time.Duration, f func(context.Context, *clientv3.Client) error) error {
+	clients, err := c.clients(t)
+	if err != nil {
+		return err
+	}
+	cli := clients[endpoint]
+	if cli == nil {
+		return fmt.Errorf("no etcd client for %s: it is not an endpoint of %s", endpoint, t.Cluster)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx, cli)
 }
 
 // Forget closes the clients of a cluster, for a cluster that goes away.

@@ -6,7 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,8 +18,15 @@ import (
 
 // Component is the hosted etcd: its members, its Services, its disruption
 // budget and network policy. Its certificates are issued with the others
-// (see Certificates), before any member starts.
-type Component struct{}
+// (see Certificates), before any member starts. Clients reach the running
+// etcd to change its membership and keep its databases, Writer deletes the
+// pod and volume of a member replaced, and Events tell what was done;
+// without them (rendering alone) nothing is changed.
+type Component struct {
+	Clients *Checker
+	Writer  client.Writer
+	Events  events.EventRecorder
+}
 
 // Name names its golden file.
 func (Component) Name() string { return "etcd" }
@@ -34,8 +41,8 @@ func Replicas(cp *v1alpha1.HostedControlPlane) int32 { return ptr.Deref(cp.Spec.
 // headless Service that names them, the client Service, its network policy
 // and, with more than one member, a PodDisruptionBudget that keeps quorum.
 func (Component) Render(in render.Input) ([]client.Object, error) {
-	objs := []client.Object{networkPolicy(in), clientService(in), peerService(in), statefulSet(in)}
-	if Replicas(in.ControlPlane) > 1 {
+	objs := []client.Object{networkPolicy(in), clientService(in), peerService(in), membersConfigMap(in), statefulSet(in)}
+	if pods(in) > 1 {
 		objs = append(objs, disruptionBudget(in))
 	}
 	return objs, nil
@@ -47,29 +54,8 @@ func (Component) Prunes() (string, []client.ObjectList) {
 	return contract.EtcdComponent, []client.ObjectList{&policyv1.PodDisruptionBudgetList{}}
 }
 
-// Preflight refuses to resize a running etcd: new members must be added to
-// the cluster before they start, and removed members removed from it, which
-// this controller does not do yet. Scaling the StatefulSet alone would break
-// quorum or start members that cannot join.
-func (Component) Preflight(ctx context.Context, c client.Reader, in render.Input) (readiness.Outcome, error) {
-	sts := &appsv1.StatefulSet{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts)
-	if apierrors.IsNotFound(err) {
-		return readiness.Ready(""), nil // nothing runs yet
-	}
-	if err != nil {
-		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
-	}
-	have, want := ptr.Deref(sts.Spec.Replicas, 0), Replicas(in.ControlPlane)
-	if have == want {
-		return readiness.Ready(""), nil
-	}
-	return readiness.Problem(v1alpha1.EtcdMembershipReason,
-		"etcd runs %d members and spec.etcd.replicas asks for %d: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to %d",
-		have, want, have), nil
-}
-
-// Ready is done when every member runs the current spec and is ready.
+// Ready is done when every member runs the current spec and is ready, and
+// etcd has the voting members spec.etcd.replicas asks for and no learner.
 func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
 	if applied.Wrote {
 		return readiness.RollingOut("etcd"), nil
@@ -78,7 +64,12 @@ func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, ap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts); err != nil {
 		return readiness.Outcome{}, err
 	}
-	want := Replicas(in.ControlPlane)
+	// A membership change comes first: what it waits for (a learner to
+	// catch up) no watch reports, and its pods are not ready until then.
+	if out, changing := membershipProgress(in); changing {
+		return out, nil
+	}
+	want := pods(in)
 	st := sts.Status
 	if st.ObservedGeneration < sts.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want ||
 		st.Replicas != want || (st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision) {

@@ -1,8 +1,11 @@
 package etcd
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/blang/semver/v4"
 	"github.com/stretchr/testify/assert"
@@ -12,12 +15,14 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -86,25 +91,169 @@ func TestTagsCoverTheSupportedVersions(t *testing.T) {
 	assert.Equal(t, uint64(v1alpha1.MaxKubernetesMinor), versions[len(versions)-1].Minor)
 }
 
-// A running etcd is not resized: the preflight holds a change of
-// spec.etcd.replicas, and lets everything else through.
-func TestPreflightHoldsMembershipChanges(t *testing.T) {
-	in := input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)})
+// membership is an answering etcd of the control plane demo with members
+// 0..n-1 as voters, healthy, member 0 leading.
+func membership(n int) *render.EtcdMembership {
+	m := &render.EtcdMembership{Answered: true, Existing: true}
+	for i := range n {
+		m.Members = append(m.Members, render.EtcdMember{Name: podName("demo", i), ID: uint64(0xa0 + i), Healthy: true, Leader: i == 0})
+	}
+	return m
+}
+
+func withEtcd(in render.Input, m *render.EtcdMembership) render.Input {
+	in.Etcd = m
+	return in
+}
+
+// One change at a time towards spec.etcd.replicas: a learner is promoted
+// before anything else, members are added on the lowest free ordinal and
+// removed from the highest.
+func TestNextChange(t *testing.T) {
+	learner := func(m *render.EtcdMembership, i int, healthy bool) *render.EtcdMembership {
+		m.Members = append(m.Members, render.EtcdMember{Name: podName("demo", i), ID: 0xf0, Learner: true, Healthy: healthy})
+		return m
+	}
+	gap := membership(3)
+	gap.Members = slices.Delete(gap.Members, 1, 2)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	down := func(m *render.EtcdMembership, since time.Duration, members ...int) *render.EtcdMembership {
+		for _, i := range members {
+			m.Members[i].Healthy, m.Members[i].DownSince = false, now.Add(-since)
+		}
+		return m
+	}
+	for name, tc := range map[string]struct {
+		replicas int32
+		m        *render.EtcdMembership
+		want     string
+	}{
+		"nothing runs yet":         {replicas: 3, m: nil},
+		"etcd does not answer":     {replicas: 3, m: &render.EtcdMembership{Members: membership(1).Members}},
+		"as asked":                 {replicas: 3, m: membership(3)},
+		"grow":                     {replicas: 3, m: membership(1), want: "adding member demo-etcd-1 as a learner"},
+		"fill a gap":               {replicas: 3, m: gap, want: "adding member demo-etcd-1 as a learner"},
+		"a learner that answers":   {replicas: 3, m: learner(membership(1), 1, true), want: "promoting member demo-etcd-1 to a voter"},
+		"a learner not started":    {replicas: 3, m: learner(membership(1), 1, false)},
+		"a learner before removal": {replicas: 1, m: learner(membership(3), 3, true), want: "promoting member demo-etcd-3 to a voter"},
+		"shrink":                   {replicas: 3, m: membership(5), want: "removing member demo-etcd-4"},
+		"a voter down for long":    {replicas: 3, m: down(membership(3), 2*time.Minute, 1), want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z"},
+		"a voter down for a while": {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
+		"two voters down":          {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3)},
+		"the only voter down":      {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)
+			next, changes := NextChange(in, now)
+			assert.Equal(t, tc.want != "", changes)
+			if changes {
+				assert.Equal(t, tc.want, next.String())
+			}
+		})
+	}
+}
+
+// The StatefulSet runs a pod per member etcd lists, up to the highest
+// ordinal, and the ConfigMap names them for a member that starts: a new
+// cluster before etcd runs, the existing one afterwards.
+func TestRenderFollowsTheMembership(t *testing.T) {
+	for name, tc := range map[string]struct {
+		m        *render.EtcdMembership
+		pods     int32
+		members  []string
+		existing bool
+	}{
+		"new cluster": {pods: 3, members: []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}},
+		"a learner joins": {
+			m:    &render.EtcdMembership{Existing: true, Members: append(membership(1).Members, render.EtcdMember{Name: "demo-etcd-1", Learner: true})},
+			pods: 2, members: []string{"demo-etcd-0", "demo-etcd-1"}, existing: true,
+		},
+		"five running": {m: membership(5), pods: 5, members: []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2", "demo-etcd-3", "demo-etcd-4"}, existing: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := withEtcd(input(t, v1alpha1.EtcdSpec{}), tc.m)
+			assert.Equal(t, ptr.To(tc.pods), statefulSet(in).Spec.Replicas)
+			cm := membersConfigMap(in)
+			var initial []string
+			for _, name := range tc.members {
+				initial = append(initial, name+"=https://"+name+".demo-etcd-peer.default.svc:2380")
+			}
+			assert.Equal(t, map[string]string{
+				"ETCD_INITIAL_CLUSTER":       strings.Join(initial, ","),
+				"ETCD_INITIAL_CLUSTER_STATE": map[bool]string{false: "new", true: "existing"}[tc.existing],
+			}, cm.Data)
+		})
+	}
+}
+
+// Changes to a running etcd wait for a healthy one, with a condition that
+// says what waits and why; a rollout under way may be corrected whatever
+// etcd's health, and without etcd's member list nothing is resized.
+func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
+	in := input(t, v1alpha1.EtcdSpec{})
 	empty := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
 	out, err := Component{}.Preflight(t.Context(), empty, in)
 	require.NoError(t, err)
 	assert.True(t, out.Done, "nothing runs yet")
 
-	running := statefulSet(input(t, v1alpha1.EtcdSpec{}))
+	running := applied(t, statefulSet(withEtcd(in, membership(3))))
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(running).Build()
-	out, err = Component{}.Preflight(t.Context(), c, in)
-	require.NoError(t, err)
-	assert.Equal(t, readiness.Problem(v1alpha1.EtcdMembershipReason,
-		"etcd runs 3 members and spec.etcd.replicas asks for 5: changing the members of a running etcd is not supported yet; set spec.etcd.replicas back to 3"), out)
+	sick := membership(3)
+	sick.Members[2].Healthy = false
+	sick.Problems = []string{"member demo-etcd-2 does not answer"}
 
-	out, err = Component{}.Preflight(t.Context(), c, input(t, v1alpha1.EtcdSpec{}))
+	for name, tc := range map[string]struct {
+		in   render.Input
+		want readiness.Outcome
+	}{
+		"healthy and as asked":         {in: withEtcd(in, membership(3)), want: readiness.Ready("")},
+		"unhealthy, nothing to change": {in: withEtcd(in, sick), want: readiness.Ready("")},
+		"a learner's pod starts, which is no rollout": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), &render.EtcdMembership{
+				Answered: true, Existing: true, Problems: []string{"member demo-etcd-3 has not started"},
+				Members: append(membership(3).Members, render.EtcdMember{Name: "demo-etcd-3", ID: 0xf, Learner: true}),
+			}),
+			want: readiness.Ready(""),
+		},
+		"a change waits for health": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), sick),
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for a healthy etcd before adding member demo-etcd-3 as a learner: member demo-etcd-2 does not answer"),
+		},
+		"a rollout waits for health": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"snapshot-count": "5000"}}}), sick),
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for a healthy etcd before rolling out a new spec of etcd: member demo-etcd-2 does not answer"),
+		},
+		"a rollout under NOSPACE, which may raise the quota": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}),
+				&render.EtcdMembership{
+					Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+					Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
+				}),
+			want: readiness.Ready(""),
+		},
+		"no resize without the member list": {
+			in:   input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}),
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before changing its members from 3 to 5"),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := Component{}.Preflight(t.Context(), c, tc.in)
+			require.NoError(t, err)
+			tc.want.Poll = !tc.want.Done
+			assert.Equal(t, tc.want, out)
+		})
+	}
+
+	// A rollout under way is corrected even while a member is down.
+	rolling := running.DeepCopy()
+	rolling.Status.CurrentRevision, rolling.Status.UpdateRevision = "a", "b"
+	c = fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(rolling).Build()
+	tuned := withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"snapshot-count": "5000"}}}), sick)
+	out, err = Component{}.Preflight(t.Context(), c, tuned)
 	require.NoError(t, err)
-	assert.True(t, out.Done, "the same members")
+	assert.True(t, out.Done)
 }
 
 // etcd is ready when every member runs the current spec and is ready; a
@@ -131,11 +280,30 @@ func TestReady(t *testing.T) {
 	assert.Equal(t, readiness.Ready("3 etcd members ready"), out)
 }
 
-// Status reports the members whose pods exist and the smallest volume a
-// member was given, from bound claims only.
+// applied is sts as the applier stores it, with the digest of what it
+// applied.
+func applied(t *testing.T, sts *appsv1.StatefulSet) *appsv1.StatefulSet {
+	t.Helper()
+	u, err := apply.Unstructured(sts)
+	require.NoError(t, err)
+	out := &appsv1.StatefulSet{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out))
+	return out
+}
+
+// Status reports the members etcd lists, and the smallest volume a member
+// was given, from bound claims only.
 func TestMembersAndVolumeSize(t *testing.T) {
-	pod := func(name string) corev1.Pod { return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}} }
-	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1"}, Members([]corev1.Pod{pod("demo-etcd-1"), pod("demo-etcd-0")}))
+	m := membership(2)
+	m.Members = append(m.Members, render.EtcdMember{Name: "demo-etcd-2", ID: 0xff, Learner: true})
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}, Members(m))
+	assert.Equal(t, []v1alpha1.EtcdMemberStatus{
+		{Name: "demo-etcd-0", ID: "a0", Role: v1alpha1.EtcdVoter, Healthy: true},
+		{Name: "demo-etcd-1", ID: "a1", Role: v1alpha1.EtcdVoter, Healthy: true},
+		{Name: "demo-etcd-2", ID: "ff", Role: v1alpha1.EtcdLearner},
+	}, MemberStatuses(m))
+	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}, Members(&render.EtcdMembership{Members: m.Members}), "as recorded")
+	assert.Nil(t, MemberStatuses(&render.EtcdMembership{Members: m.Members}), "etcd did not answer")
 	assert.Nil(t, Members(nil))
 
 	claim := func(size string, phase corev1.PersistentVolumeClaimPhase) corev1.PersistentVolumeClaim {
@@ -153,5 +321,38 @@ func TestMembersAndVolumeSize(t *testing.T) {
 	})
 	if assert.NotNil(t, got) {
 		assert.Equal(t, "4Gi", got.String())
+	}
+}
+
+// A member is defragmented once 64MiB of its database, and at least half of
+// it, is unused, or under NOSPACE once anything is; the leader last.
+func TestDefragTarget(t *testing.T) {
+	sized := func(m *render.EtcdMembership, sizes ...[2]int64) *render.EtcdMembership {
+		for i, s := range sizes {
+			m.Members[i].DBSize, m.Members[i].DBSizeInUse = s[0]<<20, s[1]<<20
+		}
+		return m
+	}
+	for name, tc := range map[string]struct {
+		m    *render.EtcdMembership
+		want string
+	}{
+		"nothing unused":       {m: sized(membership(3), [2]int64{100, 100}, [2]int64{100, 100}, [2]int64{100, 100})},
+		"little unused":        {m: sized(membership(3), [2]int64{100, 40}, [2]int64{100, 100}, [2]int64{100, 100})},
+		"most of a small file": {m: sized(membership(3), [2]int64{40, 1}, [2]int64{40, 1}, [2]int64{40, 1})},
+		"most of a large file": {m: sized(membership(3), [2]int64{200, 20}, [2]int64{200, 190}, [2]int64{200, 20}), want: "demo-etcd-2"},
+		"the leader last":      {m: sized(membership(3), [2]int64{200, 20}, [2]int64{100, 100}, [2]int64{100, 100}), want: "demo-etcd-0"},
+		"the others before it": {m: sized(membership(3), [2]int64{200, 20}, [2]int64{200, 20}, [2]int64{100, 100}), want: "demo-etcd-1"},
+		"NOSPACE frees any space": {m: func() *render.EtcdMembership {
+			m := sized(membership(3), [2]int64{100, 100}, [2]int64{100, 98})
+			m.NoSpace = true
+			return m
+		}(), want: "demo-etcd-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok := defragTarget(tc.m)
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, got.Name)
+		})
 	}
 }

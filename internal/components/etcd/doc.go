@@ -1,29 +1,100 @@
 // Package etcd is everything about a hosted control plane's etcd, in one
 // room: the Component that renders its members (a StatefulSet with
 // persistent volumes and the backend quota derived from their size), its
-// headless and client Services, disruption budget and network policy; the
-// certificates it serves and connects with, and their names; the image tags
-// kubeadm pairs with each Kubernetes minor; the preflight check that holds a
-// change of membership; the rule by which it is ready; what the status
-// reports of it (Members, VolumeSize); and the health check the extension's
-// upgrade gates run.
+// headless and client Services, disruption budget and network policy, and
+// the ConfigMap that records its membership; the certificates it serves and
+// connects with, and their names; the image tags kubeadm pairs with each
+// Kubernetes minor; the preflight that guards a running etcd and changes its
+// membership; the rule by which it is ready; what the status reports of it
+// (Members, MemberStatuses, VolumeSize); and the health check the
+// extension's upgrade gates run.
 //
-// The health check looks at etcd from the management cluster the way an
-// operator would before touching it: every member answers, a leader exists,
-// no alarm is raised and no database is close to its quota. It finds the
-// members through the EndpointSlices of the etcd client Service, dials each
-// one by address with the health-check client certificate the controller
-// keeps in a Secret, and verifies the servers' certificates against the
-// Service's DNS name. Clients are cached per cluster and certificate, so
-// repeated checks reuse their connections, and every call is bounded by a
-// timeout.
+// The controller and the extension reach etcd through one Checker, which
+// keeps a client per member endpoint and cluster and reuses it across
+// passes and hook calls while the credentials stay the same (the
+// health-check client certificate the controller keeps in a Secret), bounds
+// every call by a timeout, and closes a cluster's clients when its control
+// plane is deleted (Forget). Servers' certificates are verified against the
+// client Service's DNS name. The extension finds the members through the
+// EndpointSlices of that Service (TargetFor); the controller dials every
+// etcd pod by its address, ready or not (PodsTarget), since a learner that
+// catches up is not ready.
 //
 // The same clients stream snapshots (Checker.Snapshot) from a member that
 // answers, a follower when there is one; VerifyingReader checks such a
 // stream's trailing sha256 as it passes, the way etcdutl checks a snapshot
 // before restoring it.
 //
-// Of the renderer it imports only the building blocks (render) and the
-// readiness rules, so that the extension, which only checks health, carries
-// no other component.
+// # Health
+//
+// etcd is healthy, as an operator would check before touching it, when every
+// member answers, a leader exists and no alarm is raised; the upgrade gates
+// also hold a database close to its quota. The controller observes it once
+// per pass (Membership): the members etcd lists, by the pod each runs in
+// (known from its peer URL, so a member added but not started has a name
+// too), voter or learner, healthy or not, and the problems of the cluster.
+//
+// # Membership in place
+//
+// A member's --initial-cluster and --initial-cluster-state come from the
+// ConfigMap <cluster>-etcd-members, through the environment variables
+// ETCD_INITIAL_CLUSTER and ETCD_INITIAL_CLUSTER_STATE (etcd reads each flag
+// from ETCD_<FLAG>; the flags themselves are not set, as etcd refuses a flag
+// and its variable together). Before etcd runs it names the members
+// spec.etcd.replicas asks for, state new; once etcd answers, the members
+// etcd lists, state existing; when etcd does not answer it keeps what it
+// said. etcd reads these only when its data directory is empty, so existing
+// members ignore them, and a member that joins finds in them the current
+// members and itself, as etcd requires of a joining member. The pod template
+// therefore never changes with the membership, and no member restarts for
+// another one to come or go. The StatefulSet runs a pod up to the highest
+// ordinal etcd lists.
+//
+// Preflight makes one change per pass (NextChange), each after etcd is
+// healthy:
+//
+//   - a member is added with MemberAddAsLearner on the lowest free ordinal
+//     (its peer URL is its pod's DNS name), then the StatefulSet starts its
+//     pod on an empty volume; a learner does not vote, so it cannot cost the
+//     quorum while it catches up, and from etcd 3.6 it is not ready, so the
+//     API servers do not reach it through the client Service;
+//   - a learner that answers is promoted; etcd refuses while it lags behind
+//     the leader, and the pass looks again a few seconds later;
+//   - a member is removed from the highest ordinal, the leader handing its
+//     leadership over first when it is the one to go; the next pass lowers
+//     the StatefulSet's replicas, and its volume goes with its pod
+//     (persistentVolumeClaimRetentionPolicy whenScaled: Delete);
+//   - a voter down for longer than ReplaceAfter while every other voter is
+//     healthy (never the only one) is replaced: removed from etcd, its
+//     volume and pod deleted, so that the StatefulSet starts it again on an
+//     empty volume and the next pass adds it as a learner. A member whose
+//     volume was lost can never come back on its own: etcd refuses a member
+//     whose log is gone. The replacement is told in a Warning event.
+//
+// # Databases
+//
+// Before any of these, with every member healthy, Preflight keeps the
+// databases (Maintain), one step a pass: a member is defragmented once
+// DefragMinFree of its database file, and at least half of it, is unused
+// (space that deleted data left behind once etcd's auto-compaction ran),
+// one member at a time and the leader last, since a defragmentation blocks
+// the member. Under a NOSPACE alarm (etcd refuses writes at its quota) any
+// member with space to free is defragmented, and the alarm is disarmed once
+// every database is below its quota again; until then EtcdReady says which
+// member holds how much data against what quota. An event tells the space
+// each defragmentation freed and the time it took, and the metrics
+// hostedcp_etcd_defragmentation_duration_seconds and
+// hostedcp_etcd_defragmentation_freed_bytes_total count them.
+//
+// A rollout (a new version, image or flag: any change of the StatefulSet
+// beyond its replicas) waits for a healthy etcd too, unless one is already
+// under way, which may be corrected whatever etcd's health, or no member
+// answers at all (nothing serves that it could disturb, and it may be what
+// brings etcd back; a controller that cannot reach etcd's pods, as in `make
+// dev`, then still rolls it). A rollout that raises the quota may start under
+// a NOSPACE alarm. Without etcd's member list nothing is resized.
+//
+// Of the renderer it imports only the building blocks (render), the
+// readiness rules and the applier's digest, so that the extension, which
+// only checks health, carries no other component.
 package etcd

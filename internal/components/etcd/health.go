@@ -23,6 +23,9 @@ type Member struct {
 	ID      uint64
 	Name    string
 	Learner bool
+	// PeerURLs are where its peers reach it; a member added but not started
+	// is known by them alone.
+	PeerURLs []string
 }
 
 // Status is one endpoint's answer to a status request, or Err when it gave
@@ -32,6 +35,7 @@ type Status struct {
 	MemberID    uint64
 	Leader      uint64
 	DBSize      int64
+	DBSizeInUse int64
 	DBSizeQuota int64
 	// Revision is the store's revision when the member answered.
 	Revision int64

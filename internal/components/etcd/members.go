@@ -1,21 +1,259 @@
 package etcd
 
 import (
+	"cmp"
+	"context"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// Members are the names of the members whose pods exist, ready or not (the
-// running size admission protects), sorted.
-func Members(pods []corev1.Pod) []string {
-	var members []string
-	for _, p := range pods {
-		members = append(members, p.Name)
+// etcd reads these from its environment as --initial-cluster and
+// --initial-cluster-state.
+const (
+	initialClusterEnv      = "ETCD_INITIAL_CLUSTER"
+	initialClusterStateEnv = "ETCD_INITIAL_CLUSTER_STATE"
+)
+
+// MembersConfigMap names the ConfigMap in which the controller records the
+// membership, and from which a member that starts learns the cluster it
+// founds or joins.
+func MembersConfigMap(cluster string) string { return contract.EtcdName(cluster) + "-members" }
+
+// podName is the name of the pod of ordinal i.
+func podName(cluster string, i int) string {
+	return fmt.Sprintf("%s-%d", contract.EtcdName(cluster), i)
+}
+
+// ordinal is the ordinal of a member's pod, -1 for a name that is none.
+func ordinal(cluster, name string) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(name, contract.EtcdName(cluster)+"-"))
+	if err != nil || i < 0 || !strings.HasPrefix(name, contract.EtcdName(cluster)+"-") {
+		return -1
 	}
-	slices.Sort(members)
-	return members
+	return i
+}
+
+// running are the names of the members the StatefulSet runs pods for, and
+// whether they join an existing cluster: the membership once etcd runs,
+// otherwise the members spec.etcd.replicas asks for, founding a new one.
+func running(in render.Input) ([]string, bool) {
+	if m := in.Etcd; m != nil && len(m.Members) > 0 {
+		names := make([]string, len(m.Members))
+		for i, member := range m.Members {
+			names[i] = member.Name
+		}
+		return names, m.Existing
+	}
+	names := make([]string, Replicas(in.ControlPlane))
+	for i := range names {
+		names[i] = podName(in.ClusterName(), i)
+	}
+	return names, false
+}
+
+// pods is how many pods the StatefulSet runs: one past the highest ordinal
+// of a member, so that a pod goes only once its member is removed.
+func pods(in render.Input) int32 {
+	names, _ := running(in)
+	var n int32
+	for _, name := range names {
+		n = max(n, int32(ordinal(in.ClusterName(), name)+1)) //nolint:gosec // at most a handful of members
+	}
+	return n
+}
+
+// membersConfigMap records the membership as etcd reads it from its
+// environment. A member with a data directory ignores both, so only a member
+// that starts empty reads them: the founders of a new cluster, or a learner
+// that joins. Keeping them out of the pod template means a membership change
+// restarts no member.
+func membersConfigMap(in render.Input) *corev1.ConfigMap {
+	names, existing := running(in)
+	initial := make([]string, len(names))
+	for i, name := range names {
+		initial[i] = name + "=" + memberURL(in, name, peerPort)
+	}
+	state := "new"
+	if existing {
+		state = "existing"
+	}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: in.Meta(MembersConfigMap(in.ClusterName()), contract.EtcdComponent),
+		Data:       map[string]string{initialClusterEnv: strings.Join(initial, ","), initialClusterStateEnv: state},
+	}
+}
+
+// Membership observes a control plane's etcd for a pass: the member list and
+// health etcd reports through its pods when one answers, otherwise what the
+// members ConfigMap last recorded; nil before etcd runs.
+func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Input, etcdPods []corev1.Pod) (*render.EtcdMembership, error) {
+	cluster := types.NamespacedName{Namespace: in.Namespace(), Name: in.ClusterName()}
+	if t, err := PodsTarget(ctx, r, cluster, etcdPods); err == nil && len(t.Endpoints) > 0 {
+		o, err := c.Observe(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if o.MembersErr == nil && len(o.Members) > 0 {
+			m := MembershipOf(o, t.Names, peerNames(in))
+			downSince(m, etcdPods)
+			return m, nil
+		}
+	}
+	return recorded(ctx, r, in)
+}
+
+// peerNames maps the peer URL of each member a control plane may have to its
+// pod, which names a member added but not started yet.
+func peerNames(in render.Input) map[string]string {
+	names := map[string]string{}
+	for i := range 2 * maxMembers {
+		name := podName(in.ClusterName(), i)
+		names[memberURL(in, name, peerPort)] = name
+	}
+	return names
+}
+
+// maxMembers is the most members spec.etcd.replicas asks for.
+const maxMembers = 5
+
+// MembershipOf is the membership an observation shows. pods names the pod of
+// each endpoint, peers the member of each peer URL. Health is judged from
+// the members' own endpoints: an endpoint of a pod whose member is gone
+// (removed, its pod not yet deleted) is not a problem of the cluster.
+func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMembership {
+	m := &render.EtcdMembership{Answered: true, Existing: true}
+	status := map[uint64]Status{}
+	for _, s := range o.Statuses {
+		if s.Err == nil {
+			status[s.MemberID] = s
+		}
+	}
+	leader := uint64(0)
+	names := map[string]bool{}
+	own := o // as the pods name the members
+	own.Members = nil
+	for _, member := range o.Members {
+		name := member.Name
+		if len(member.PeerURLs) > 0 && peers[member.PeerURLs[0]] != "" {
+			name = peers[member.PeerURLs[0]]
+		}
+		renamed := member
+		renamed.Name = name
+		own.Members = append(own.Members, renamed)
+		s, answered := status[member.ID]
+		if answered && s.Leader != 0 {
+			leader = s.Leader
+		}
+		names[name] = true
+		m.Members = append(m.Members, render.EtcdMember{
+			Name: name, ID: member.ID, Learner: member.Learner, Healthy: answered && s.Leader != 0,
+			DBSize: s.DBSize, DBSizeInUse: s.DBSizeInUse, Quota: s.DBSizeQuota,
+		})
+	}
+	m.NoSpace = slices.ContainsFunc(o.Alarms, func(a Alarm) bool { return a.Type == pb.AlarmType_NOSPACE.String() })
+	for i := range m.Members {
+		m.Members[i].Leader = leader != 0 && m.Members[i].ID == leader
+	}
+	slices.SortFunc(m.Members, func(a, b render.EtcdMember) int {
+		return cmp.Or(cmp.Compare(len(a.Name), len(b.Name)), cmp.Compare(a.Name, b.Name))
+	})
+	// Judged at the full quota: a database near it is no reason to hold a
+	// change, a full one raises NOSPACE, which is.
+	own.Statuses = slices.DeleteFunc(slices.Clone(o.Statuses), func(s Status) bool { return !names[pods[s.Endpoint]] })
+	m.Problems = Evaluate(own, 1).Problems
+	return m
+}
+
+// downSince records when each member's pod turned not ready.
+func downSince(m *render.EtcdMembership, etcdPods []corev1.Pod) {
+	for i := range m.Members {
+		for _, p := range etcdPods {
+			if p.Name != m.Members[i].Name {
+				continue
+			}
+			since := p.CreationTimestamp.Time
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					if c.Status == corev1.ConditionTrue {
+						since = time.Time{}
+					} else {
+						since = c.LastTransitionTime.Time
+					}
+				}
+			}
+			m.Members[i].DownSince = since
+		}
+	}
+}
+
+// recorded is the membership the members ConfigMap records, of unknown
+// health; nil when there is none.
+func recorded(ctx context.Context, r client.Reader, in render.Input) (*render.EtcdMembership, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the etcd members ConfigMap: %w", err)
+	}
+	m := &render.EtcdMembership{Existing: cm.Data[initialClusterStateEnv] == "existing"}
+	for entry := range strings.SplitSeq(cm.Data[initialClusterEnv], ",") {
+		if name, _, ok := strings.Cut(entry, "="); ok {
+			m.Members = append(m.Members, render.EtcdMember{Name: name})
+		}
+	}
+	if len(m.Members) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// MemberStatuses are the members as the status reports them; nil when etcd
+// did not answer.
+func MemberStatuses(m *render.EtcdMembership) []v1alpha1.EtcdMemberStatus {
+	if m == nil || !m.Answered {
+		return nil
+	}
+	out := make([]v1alpha1.EtcdMemberStatus, len(m.Members))
+	for i, member := range m.Members {
+		role := v1alpha1.EtcdVoter
+		if member.Learner {
+			role = v1alpha1.EtcdLearner
+		}
+		out[i] = v1alpha1.EtcdMemberStatus{Name: member.Name, ID: strconv.FormatUint(member.ID, 16), Role: role, Healthy: member.Healthy}
+	}
+	return out
+}
+
+// Members are the names of the members etcd lists or, when it did not
+// answer, those the controller recorded (the members it last listed, or
+// those a new etcd is founded with); nil before etcd runs.
+func Members(m *render.EtcdMembership) []string {
+	if m == nil {
+		return nil
+	}
+	var names []string
+	for _, member := range m.Members {
+		names = append(names, member.Name)
+	}
+	return names
 }
 
 // VolumeSize is the smallest storage capacity among the members' bound

@@ -3,7 +3,6 @@ package etcd
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +30,6 @@ func memberURL(in render.Input, member string, port int) string {
 func statefulSet(in render.Input) *appsv1.StatefulSet {
 	name := contract.EtcdName(in.ClusterName())
 	spec := in.ControlPlane.Spec.Etcd
-	replicas := Replicas(in.ControlPlane)
-	var initial []string
-	for i := range replicas {
-		member := fmt.Sprintf("%s-%d", name, i)
-		initial = append(initial, member+"="+memberURL(in, member, peerPort))
-	}
 	args := render.Flags(map[string]string{
 		"name":                        "$(POD_NAME)",
 		"data-dir":                    "/var/lib/etcd/data",
@@ -45,8 +38,6 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		"listen-peer-urls":            fmt.Sprintf("https://0.0.0.0:%d", peerPort),
 		"initial-advertise-peer-urls": memberURL(in, "$(POD_NAME)", peerPort),
 		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", metricsPort),
-		"initial-cluster":             strings.Join(initial, ","),
-		"initial-cluster-state":       "new",
 		"initial-cluster-token":       in.Namespace() + "-" + name,
 		"client-cert-auth":            "true",
 		"trusted-ca-file":             "/etc/etcd/pki/server/ca.crt",
@@ -65,6 +56,13 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	img := render.Image(in.DefaultImage("etcd", Tag(in.Version())), spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
 	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	// The membership comes from the ConfigMap (see membersConfigMap), read
+	// when the container starts.
+	for _, key := range []string{initialClusterEnv, initialClusterStateEnv} {
+		c.Env = append(c.Env, corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: MembersConfigMap(in.ClusterName())}, Key: key,
+		}}})
+	}
 	c.Ports = []corev1.ContainerPort{
 		{Name: contract.EtcdClientPortName, ContainerPort: contract.EtcdClientPort},
 		{Name: "peer", ContainerPort: peerPort},
@@ -86,7 +84,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: in.Meta(name, contract.EtcdComponent),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(replicas),
+			Replicas:            ptr.To(pods(in)),
 			ServiceName:         contract.EtcdPeerServiceName(in.ClusterName()),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: in.Selector(contract.EtcdComponent)},
@@ -102,8 +100,11 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 				},
 			}},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				// A member's volume goes with it: a member is removed from etcd
+				// before its pod, and a volume kept would hold the data of a
+				// member that no longer exists for the next one of its name.
 				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
 			},
 		},
 	}

@@ -41,6 +41,36 @@ func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedNam
 	}, nil
 }
 
+// PodsTarget is the etcd of a Cluster as the controller reaches it: each
+// member's pod by its address, whether it is ready or not (a learner that
+// catches up is not), with the health-check client certificate. Names maps
+// the endpoints to their pods.
+func PodsTarget(ctx context.Context, r client.Reader, cluster types.NamespacedName, pods []corev1.Pod) (Target, error) {
+	creds, err := credentials(ctx, r, types.NamespacedName{
+		Namespace: cluster.Namespace, Name: contract.EtcdHealthcheckSecretName(cluster.Name),
+	})
+	if err != nil {
+		return Target{}, err
+	}
+	t := Target{
+		Cluster:     cluster,
+		ServerName:  contract.EtcdServerName(cluster.Name, cluster.Namespace),
+		Credentials: creds,
+		Names:       map[string]string{},
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		ep := net.JoinHostPort(p.Status.PodIP, strconv.Itoa(contract.EtcdClientPort))
+		t.Endpoints = append(t.Endpoints, ep)
+		t.Names[ep] = p.Name
+	}
+	slices.Sort(t.Endpoints)
+	return t, nil
+}
+
 func credentials(ctx context.Context, r client.Reader, name types.NamespacedName) (render.Credentials, error) {
 	secret := &corev1.Secret{}
 	if err := r.Get(ctx, name, secret); err != nil {

@@ -53,6 +53,8 @@ type Observed struct {
 	Admin Credentials
 	// ClusterCA is the cluster CA certificate (PEM) that joining workers pin.
 	ClusterCA []byte
+	// Etcd is the membership of the running etcd; nil before it runs.
+	Etcd *EtcdMembership
 }
 
 // Credentials are a client certificate, its key and the CA that verifies

@@ -46,26 +46,44 @@ type etcdCluster struct {
 	dir                   string
 	ips                   []string
 	clientPort, peerPort  int
-	members               []*envtest.Process
+	// members run on their own address each; nil: not running.
+	members []*envtest.Process
+	// initial and state are the --initial-cluster (by index) and
+	// --initial-cluster-state a member starts with.
+	initial []int
+	state   string
 }
 
-// etcdMembers is the size of every test etcd cluster: the smallest that
-// keeps a quorum with a member down.
+// etcdMembers is the size of the test etcd clusters the extension checks:
+// the smallest that keeps a quorum with a member down.
 const etcdMembers = 3
+
+// maxMembers is the most members a test cluster grows to.
+const maxMembers = 5
 
 func startEtcd(t testing.TB, cluster, namespace string) *etcdCluster {
 	t.Helper()
-	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir()}
+	return startEtcdOf(t, cluster, namespace, etcdMembers, etcdMembers)
+}
+
+// startEtcdOf starts a new cluster of n members with addresses for room
+// members in all.
+func startEtcdOf(t testing.TB, cluster, namespace string, n, room int) *etcdCluster {
+	t.Helper()
+	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir(), state: "new"}
 	// A serving certificate is a client one too: etcd's gateway dials itself with it.
 	c.serverCert, c.serverKey = issue(t, c.ca, "etcd", contract.EtcdServerName(cluster, namespace))
 	c.clientCert, c.clientKey = issue(t, c.ca, "healthcheck")
 	for name, data := range map[string][]byte{"ca.crt": c.ca.CertPEM(), "server.crt": c.serverCert, "server.key": c.serverKey} {
 		require.NoError(t, os.WriteFile(filepath.Join(c.dir, name), data, 0o600))
 	}
-	c.ips, c.clientPort = freeLoopbackAddresses(t, etcdMembers)
+	c.ips, c.clientPort = freeLoopbackAddresses(t, room)
 	c.peerPort = c.clientPort + 1
-	c.members = make([]*envtest.Process, etcdMembers)
-	for i := range etcdMembers {
+	c.members = make([]*envtest.Process, room)
+	for i := range n {
+		c.initial = append(c.initial, i)
+	}
+	for i := range n {
 		c.start(i)
 	}
 	t.Cleanup(func() {
@@ -122,7 +140,7 @@ func (c *etcdCluster) peerURL(i int) string {
 func (c *etcdCluster) start(i int) {
 	c.t.Helper()
 	var initial []string
-	for j := range c.members {
+	for _, j := range c.initial {
 		initial = append(initial, c.memberName(j)+"="+c.peerURL(j))
 	}
 	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "etcd")
@@ -130,13 +148,30 @@ func (c *etcdCluster) start(i int) {
 		"--name="+c.memberName(i), "--data-dir="+filepath.Join(c.dir, c.memberName(i)),
 		"--listen-client-urls=https://"+c.endpoint(i), "--advertise-client-urls=https://"+c.endpoint(i),
 		"--listen-peer-urls="+c.peerURL(i), "--initial-advertise-peer-urls="+c.peerURL(i),
-		"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token="+c.cluster,
+		"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state="+c.state, "--initial-cluster-token="+c.cluster,
 		"--cert-file="+filepath.Join(c.dir, "server.crt"), "--key-file="+filepath.Join(c.dir, "server.key"),
 		"--trusted-ca-file="+filepath.Join(c.dir, "ca.crt"), "--client-cert-auth",
 		"--quota-backend-bytes=104857600", "--heartbeat-interval=200", "--election-timeout=2000",
 		"--log-level=warn", "--unsafe-no-fsync")
 	require.NoError(c.t, err)
 	c.members[i] = p
+}
+
+// join starts member i, added to the cluster before, as a member of the
+// existing cluster whose members are members (i among them), as a
+// StatefulSet starts the pod of a new member.
+func (c *etcdCluster) join(i int, members []int) {
+	c.t.Helper()
+	c.initial, c.state = members, "existing"
+	c.start(i)
+}
+
+// remove stops member i and deletes its data, as the StatefulSet deletes
+// the pod and volume of a removed member.
+func (c *etcdCluster) remove(i int) {
+	c.t.Helper()
+	c.stop(i)
+	require.NoError(c.t, os.RemoveAll(filepath.Join(c.dir, c.memberName(i))))
 }
 
 // stop stops member i; its data stays for a restart.

@@ -1,0 +1,341 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// Preflight guards a running etcd, as Cluster API's kubeadm control plane
+// checks its etcd before it scales. A rollout (a new version, image or flag)
+// and every membership change wait for a healthy etcd: a leader, every
+// member answering, no alarm (the package doc says when not). Membership
+// changes are made here, one per pass, through etcd's API (see NextChange);
+// the pass that made one ends, and the next renders the new membership.
+// Before them the databases are kept (see Maintain).
+func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
+	live := &appsv1.StatefulSet{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, live)
+	if apierrors.IsNotFound(err) {
+		return readiness.Ready(""), nil // nothing runs yet
+	}
+	if err != nil {
+		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
+	}
+	next, changes := NextChange(in, time.Now())
+	rollout, err := startsRollout(live, statefulSet(in))
+	if err != nil {
+		return readiness.Outcome{}, err
+	}
+	m := in.Etcd
+	if have, want := ptr.Deref(live.Spec.Replicas, 0), pods(in); have != want && (m == nil || !m.Answered) {
+		// Only etcd's member list may resize a running etcd.
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+			"waiting for etcd to answer before changing its members from %d to %d", have, want)), nil
+	}
+	if out, acted, err := c.maintain(ctx, r, in); acted || err != nil {
+		return out, err
+	}
+	if !changes && !rollout {
+		return readiness.Ready(""), nil
+	}
+	what := "rolling out a new spec of etcd"
+	if changes {
+		what = next.String()
+	}
+	switch {
+	case m == nil || !m.Answered:
+		// Only a rollout gets here (a membership change needs etcd's member
+		// list). No member serves, so it can disturb nothing, and it may be
+		// what brings etcd back.
+		return readiness.Ready(""), nil
+	case len(m.Problems) > 0 && !healing(next, changes, rollout, m):
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
+			what, joinProblems(m.Problems))), nil
+	case !changes || c.Clients == nil:
+		return readiness.Ready(""), nil
+	}
+	return c.make(ctx, r, in, next)
+}
+
+func poll(out readiness.Outcome) readiness.Outcome {
+	out.Poll = true
+	return out
+}
+
+// startsRollout tells whether applying want would change a settled
+// StatefulSet in more than its replicas, which follow the membership: the
+// digest of what was last applied (apply.HashAnnotation) differs from that
+// of want with the live replicas. A rollout already under way may be changed
+// whatever etcd's health: the change may be the fix that heals it.
+func startsRollout(live, want *appsv1.StatefulSet) (bool, error) {
+	settled := live.Status.ObservedGeneration >= live.Generation && live.Status.CurrentRevision == live.Status.UpdateRevision
+	if !settled {
+		return false, nil
+	}
+	want = want.DeepCopy()
+	want.Spec.Replicas = live.Spec.Replicas
+	u, err := apply.Unstructured(want)
+	if err != nil {
+		return false, err
+	}
+	return u.GetAnnotations()[apply.HashAnnotation] != live.Annotations[apply.HashAnnotation], nil
+}
+
+// ChangeKind is a kind of membership change.
+type ChangeKind int
+
+// The membership changes.
+const (
+	AddLearner ChangeKind = iota + 1
+	Promote
+	Remove
+	// Replace removes a member that stayed down, with its pod and volume,
+	// so that it comes back empty as a new member (see ReplaceAfter).
+	Replace
+)
+
+// ReplaceAfter is how long a voting member may stay down (its pod not
+// ready, etcd not hearing from it) before it is replaced: long enough for a
+// restart or a rollout to bring a member back, short enough that a member
+// whose volume was lost, which can never come back, does not leave the
+// cluster one failure from losing its quorum for long.
+const ReplaceAfter = time.Minute
+
+// Change is one membership change: a member to add, promote or remove.
+type Change struct {
+	Kind ChangeKind
+	// Name is the member's pod.
+	Name string
+	// Member is the member to promote or remove.
+	Member render.EtcdMember
+}
+
+func (c Change) String() string {
+	switch c.Kind {
+	case AddLearner:
+		return "adding member " + c.Name + " as a learner"
+	case Promote:
+		return "promoting member " + c.Name + " to a voter"
+	case Replace:
+		return fmt.Sprintf("replacing member %s, down since %s", c.Name, c.Member.DownSince.UTC().Format(time.RFC3339))
+	default:
+		return "removing member " + c.Name
+	}
+}
+
+// NextChange is the next step from etcd's membership towards the members
+// spec.etcd.replicas asks for, one change at a time: a learner that answers
+// is promoted (etcd refuses while it lags behind the leader); with no
+// learner, a voter down for longer than ReplaceAfter while every other voter
+// is healthy is replaced (never the last one, whose data is the only copy);
+// otherwise a member is added as a learner, on the lowest free ordinal, or
+// the member of the highest ordinal is removed, so that the StatefulSet
+// then runs or deletes its pod. A learner that does not answer yet is no
+// change: its pod has to start first.
+func NextChange(in render.Input, now time.Time) (Change, bool) {
+	m := in.Etcd
+	if m == nil || !m.Answered {
+		return Change{}, false
+	}
+	taken := map[int]bool{}
+	var voters []render.EtcdMember
+	for _, member := range m.Members {
+		taken[ordinal(in.ClusterName(), member.Name)] = true
+		if !member.Learner {
+			voters = append(voters, member)
+			continue
+		}
+		if member.Healthy {
+			return Change{Kind: Promote, Name: member.Name, Member: member}, true
+		}
+		return Change{}, false
+	}
+	if down, ok := replaceable(voters, now); ok {
+		return Change{Kind: Replace, Name: down.Name, Member: down}, true
+	}
+	want := int(Replicas(in.ControlPlane))
+	switch {
+	case len(voters) < want:
+		i := 0
+		for taken[i] {
+			i++
+		}
+		return Change{Kind: AddLearner, Name: podName(in.ClusterName(), i)}, true
+	case len(voters) > want:
+		last := voters[len(voters)-1]
+		return Change{Kind: Remove, Name: last.Name, Member: last}, true
+	}
+	return Change{}, false
+}
+
+// replaceable is the one voter down for longer than ReplaceAfter, when
+// every other voter is healthy: removing it then keeps the quorum.
+func replaceable(voters []render.EtcdMember, now time.Time) (render.EtcdMember, bool) {
+	var down []render.EtcdMember
+	for _, v := range voters {
+		if !v.Healthy {
+			down = append(down, v)
+		}
+	}
+	if len(voters) < 2 || len(down) != 1 {
+		return render.EtcdMember{}, false
+	}
+	d := down[0]
+	return d, !d.DownSince.IsZero() && now.Sub(d.DownSince) > ReplaceAfter
+}
+
+// make makes a change through the leader and ends the pass, which the next
+// one observes.
+func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change) (readiness.Outcome, error) {
+	t, err := c.target(ctx, r, in)
+	if err != nil {
+		return readiness.Outcome{}, err
+	}
+	out, err := c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
+	if err != nil || next.Kind != Replace || out.Reason != v1alpha1.EtcdMemberReplacedReason {
+		return out, err
+	}
+	// Its volume goes, and its pod, which the StatefulSet starts again on a
+	// new, empty volume, to join as a learner.
+	for _, obj := range []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: "data-" + next.Name}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: next.Name}},
+	} {
+		if err := c.Writer.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return readiness.Outcome{}, fmt.Errorf("replace etcd member %s: delete %T %s: %w", next.Name, obj, obj.GetName(), err)
+		}
+	}
+	return out, nil
+}
+
+// Make makes a membership change of the etcd t through its leader, found in
+// m; peerURL is where a member to add will be reached. The outcome says what
+// was done, or what it waits for.
+func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, next Change, peerURL string) (readiness.Outcome, error) {
+	leader, endpoint := leaderOf(m, t)
+	if endpoint == "" {
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd's leader to be reachable before %s", next)), nil
+	}
+	var err error
+	switch next.Kind {
+	case AddLearner:
+		err = c.AddLearner(ctx, t, endpoint, peerURL)
+	case Promote:
+		err = c.Promote(ctx, t, endpoint, next.Member.ID)
+		if errors.Is(err, ErrLearnerBehind) {
+			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "member %s catches up with the leader as a learner", next.Name)), nil
+		}
+	case Replace:
+		if next.Member.ID == leader.ID {
+			return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to elect another leader before %s", next)), nil
+		}
+		err = c.Remove(ctx, t, endpoint, next.Member.ID)
+	case Remove:
+		if next.Member.ID == leader.ID {
+			// The leader steps down as it leaves; handing over first spares the
+			// cluster an election.
+			if err := c.MoveLeader(ctx, t, endpoint, successor(m, leader)); err != nil {
+				return readiness.Outcome{}, fmt.Errorf("move etcd's leadership away from %s: %w", leader.Name, err)
+			}
+			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "moved etcd's leadership away from %s before removing it", leader.Name)), nil
+		}
+		err = c.Remove(ctx, t, endpoint, next.Member.ID)
+	}
+	switch {
+	case reconfigurationRefused(err):
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to accept %s: %v", next, err)), nil
+	case err != nil:
+		return readiness.Outcome{}, fmt.Errorf("etcd: %s: %w", next, err)
+	case next.Kind == Replace:
+		// A bad situation, told in a Warning event.
+		return readiness.Problem(v1alpha1.EtcdMemberReplacedReason,
+			"%s (longer than %s): removed it from etcd; its pod and volume are deleted and it comes back as a new member", next, ReplaceAfter), nil
+	}
+	return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s", next)), nil
+}
+
+// leaderOf is the leader and the endpoint of its pod; empty when either is
+// not known.
+func leaderOf(m *render.EtcdMembership, t Target) (render.EtcdMember, string) {
+	for _, member := range m.Members {
+		if member.Leader {
+			return member, endpointOf(t, member.Name)
+		}
+	}
+	return render.EtcdMember{}, ""
+}
+
+// successor is the healthy voter of the lowest ordinal other than leader.
+func successor(m *render.EtcdMembership, leader render.EtcdMember) uint64 {
+	for _, member := range m.Members {
+		if member.ID != leader.ID && !member.Learner && member.Healthy {
+			return member.ID
+		}
+	}
+	return 0
+}
+
+// membershipProgress says what a membership change still waits for, once
+// the StatefulSet has rolled out: a learner to catch up, or the next change.
+func membershipProgress(in render.Input) (readiness.Outcome, bool) {
+	m := in.Etcd
+	if m == nil {
+		return readiness.Outcome{}, false
+	}
+	if !m.Answered {
+		if have, want := pods(in), Replicas(in.ControlPlane); have != want {
+			return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for etcd to answer before changing its members from %d to %d", have, want)), true
+		}
+		return readiness.Outcome{}, false
+	}
+	voters := 0
+	for _, member := range m.Members {
+		if member.Learner {
+			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "member %s catches up with the leader as a learner", member.Name)), true
+		}
+		voters++
+	}
+	if want := int(Replicas(in.ControlPlane)); voters != want {
+		return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "etcd has %d voting members and spec.etcd.replicas asks for %d", voters, want)), true
+	}
+	return readiness.Outcome{}, false
+}
+
+// healing tells whether what waits may heal etcd's problems: a replacement
+// heals a member down, and a rollout alone (which may raise the quota) a
+// full database.
+func healing(next Change, changes, rollout bool, m *render.EtcdMembership) bool {
+	if changes {
+		return next.Kind == Replace
+	}
+	return rollout && onlyNoSpace(m)
+}
+
+// onlyNoSpace tells whether NOSPACE alarms are etcd's only problems.
+func onlyNoSpace(m *render.EtcdMembership) bool {
+	for _, p := range m.Problems {
+		if !strings.HasPrefix(p, "alarm NOSPACE ") {
+			return false
+		}
+	}
+	return true
+}
+
+func joinProblems(problems []string) string { return Report{Problems: problems}.String() }

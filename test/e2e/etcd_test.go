@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
+)
+
+// A hosted etcd changes its members in place while a client writes to the
+// hosted API server throughout: 1 → 3 → 5 → 3 members, then a member whose
+// pod and volume are deleted comes back as a new member. Every write either
+// succeeded or failed with an error a client retries, and every object
+// written is still there at the end.
+func TestEtcdMembership(t *testing.T) {
+	ns := namespace(t, "members")
+	apply(t, ns, hostedCluster("members", images.KubeVersion, 1, 1))
+	key := client.ObjectKey{Namespace: ns, Name: "members"}
+	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, ns, "members"))
+	require.NoError(t, err)
+	w := startWriter(t, hosted)
+
+	t.Run("scales 1 to 3 to 5 to 3 in place", func(t *testing.T) {
+		for _, members := range []int32{3, 5, 3} {
+			start := time.Now()
+			setEtcdReplicas(t, key, members)
+			voters := waitVoters(t, key, members)
+			t.Logf("%d healthy voters %s after asking: %v", members, time.Since(start).Round(time.Second), voters)
+		}
+	})
+
+	t.Run("a member that lost its pod and volume is replaced", func(t *testing.T) {
+		victim := "members-etcd-1"
+		took := replaceMember(t, key, victim)
+		t.Logf("3 healthy voters %s after the pod and volume of %s were deleted", took.Round(time.Second), victim)
+		events := &corev1.EventList{}
+		require.NoError(t, k8s.List(testContext(t), events, client.InNamespace(ns)))
+		replaced := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, victim)
+		})
+		assert.True(t, replaced, "an event tells that %s was replaced", victim)
+	})
+
+	written, failed := w.stop()
+	t.Logf("%d objects written, %d writes failed with a retryable error", len(written), len(failed))
+	for _, f := range failed {
+		t.Log("  " + f)
+	}
+	ctx := testContext(t)
+	list, err := hosted.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "e2e=etcd-writer"})
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, cm := range list.Items {
+		have[cm.Name] = true
+	}
+	var lost []string
+	for _, name := range written {
+		if !have[name] {
+			lost = append(lost, name)
+		}
+	}
+	assert.Empty(t, lost, "objects written and then lost")
+	assert.Greater(t, len(written), 100, "the client wrote throughout")
+	deleteClusters(t, key)
+}
+
+// replaceMember deletes the pod and volume of member victim of a control
+// plane of three healthy voters, waits until a new member of its name is
+// one of three healthy voters again, and returns how long that took.
+func replaceMember(t testing.TB, key client.ObjectKey, victim string) time.Duration {
+	t.Helper()
+	before := waitVoters(t, key, 3)
+	ctx := testContext(t)
+	start := time.Now()
+	require.NoError(t, k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "data-" + victim}}))
+	require.NoError(t, k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: victim}}))
+	eventually(t, 10*time.Minute, "member "+victim+" replaced by a new one", func() error {
+		after := voters(t, key)
+		if len(after) == 3 && after[victim] != "" && after[victim] != before[victim] {
+			return nil
+		}
+		return fmt.Errorf("voters %v (before: %v)", after, before)
+	})
+	return time.Since(start)
+}
+
+// setEtcdReplicas sets spec.etcd.replicas, with the consent a scale-down
+// needs.
+func setEtcdReplicas(t testing.TB, key client.ObjectKey, replicas int32) {
+	t.Helper()
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(testContext(t), key, hcp))
+	patch := client.MergeFrom(hcp.DeepCopy())
+	hcp.Spec.Etcd.Replicas = &replicas
+	if hcp.Annotations == nil {
+		hcp.Annotations = map[string]string{}
+	}
+	hcp.Annotations[v1alpha1.AllowEtcdScaleDownAnnotation] = "true"
+	require.NoError(t, k8s.Patch(testContext(t), hcp, patch))
+}
+
+// waitVoters waits until the status reports n healthy voters and no other
+// member, with EtcdReady true, and returns their IDs by name.
+func waitVoters(t testing.TB, key client.ObjectKey, n int32) map[string]string {
+	t.Helper()
+	var ids map[string]string
+	eventually(t, 10*time.Minute, fmt.Sprintf("%d healthy etcd voters", n), func() error {
+		ids = voters(t, key)
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(testContext(t), key, hcp); err != nil {
+			return err
+		}
+		ready := apimeta.FindStatusCondition(hcp.Status.Conditions, v1alpha1.EtcdReadyCondition)
+		if len(ids) != int(n) || len(hcp.Status.Etcd.MemberStatuses) != int(n) || ready == nil ||
+			ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != hcp.Generation {
+			return fmt.Errorf("members %v, EtcdReady %v", hcp.Status.Etcd.MemberStatuses, ready)
+		}
+		return nil
+	})
+	return ids
+}
+
+// voters are the healthy voting members the status reports, their IDs by
+// name.
+func voters(t testing.TB, key client.ObjectKey) map[string]string {
+	t.Helper()
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(testContext(t), key, hcp))
+	ids := map[string]string{}
+	for _, m := range hcp.Status.Etcd.MemberStatuses {
+		if m.Role == v1alpha1.EtcdVoter && m.Healthy {
+			ids[m.Name] = m.ID
+		}
+	}
+	return ids
+}
+
+// writer creates ConfigMaps in the hosted cluster one after another until
+// stopped, remembering those created and the failures.
+type writer struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	written []string
+	failed  []string
+	t       *testing.T
+}
+
+func startWriter(t *testing.T, hosted kubernetes.Interface) *writer {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writer{cancel: cancel, t: t}
+	w.wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			name := fmt.Sprintf("w-%05d", i)
+			call, done := context.WithTimeout(ctx, 15*time.Second)
+			_, err := hosted.CoreV1().ConfigMaps("default").Create(call, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e": "etcd-writer"}},
+			}, metav1.CreateOptions{})
+			done()
+			switch {
+			case err == nil:
+				w.written = append(w.written, name)
+			case ctx.Err() != nil:
+				return
+			default:
+				w.failed = append(w.failed, time.Now().Format(time.StampMilli)+" "+name+": "+err.Error())
+				if !retryable(err) {
+					t.Errorf("write %s failed with an error a client does not retry: %v", name, err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return w
+}
+
+// stop stops the writer and returns what it wrote and what failed.
+func (w *writer) stop() (written, failed []string) {
+	w.cancel()
+	w.wg.Wait()
+	return w.written, w.failed
+}
+
+// retryable tells whether a client retries the error: the API server's
+// answers while etcd elects a leader or a request to it times out.
+func retryable(err error) bool {
+	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, etcdSays := range []string{"etcdserver: leader changed", "etcdserver: request timed out", "etcdserver: no leader", "context deadline exceeded"} {
+		if strings.Contains(msg, etcdSays) {
+			return true
+		}
+	}
+	return false
+}
