@@ -47,6 +47,13 @@ func TestAvailable(t *testing.T) {
 			s:      scope{cluster: &clusterv1.Cluster{}, probed: true, blocked: certsPending},
 			status: metav1.ConditionTrue, reason: v1alpha1.ReadyReason, messageContains: "answers",
 		},
+		// Backups failing (the bucket gone) never make it unavailable.
+		"answers while backups fail": {
+			s: scope{cluster: &clusterv1.Cluster{}, probed: true, hcp: &v1alpha1.HostedControlPlane{Status: v1alpha1.HostedControlPlaneStatus{
+				Conditions: []metav1.Condition{{Type: v1alpha1.BackupReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.BucketNotFoundReason}},
+			}}},
+			status: metav1.ConditionTrue, reason: v1alpha1.ReadyReason, messageContains: "answers",
+		},
 		"does not answer": {
 			s:      scope{cluster: &clusterv1.Cluster{}, probed: true, answer: errors.New("connection refused")},
 			status: metav1.ConditionFalse, reason: v1alpha1.NotAnsweringReason, messageContains: "connection refused",
