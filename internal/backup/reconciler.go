@@ -58,7 +58,7 @@ func DefaultOptions() Options {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // Reconciler takes the snapshots of every HostedControlPlane with
-// spec.etcd.backup.
+// spec.etcd.backup, and prepares the restore spec.etcd.restore asks for.
 type Reconciler struct {
 	client client.Client
 	// apiReader reads what is not ours and not in the label-scoped cache:
@@ -116,6 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 	case deleting:
 		return r.final(ctx, hcp, cluster.Name)
+	case hcp.Spec.Etcd.Restore != nil && hcp.Status.Etcd.RestoredFrom == nil:
+		// Nothing to take a snapshot of before etcd is restored.
+		return r.restore(ctx, hcp, cluster.Name)
 	}
 	return r.scheduled(ctx, hcp, cluster.Name)
 }
@@ -295,7 +298,7 @@ type taken struct {
 // at start, verifies it, and applies retention. A snapshot that was stored
 // has a key even when retention then failed (the error).
 func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, start time.Time) (taken, error) {
-	st, err := openStore(ctx, r.apiReader, hcp, cluster)
+	st, err := openStore(ctx, r.apiReader, hcp, hcp.Namespace+"/"+cluster)
 	if err != nil {
 		return taken{}, err
 	}
