@@ -12,8 +12,7 @@
 // with the reference the pods name, ready for
 // `ctr -n k8s.io images import`. This repository's own controller,
 // extension, tunnel and etcd-restore, and the cert-manager command built
-// from it, are
-// rebuilt on every call.
+// from it, are rebuilt on every call.
 //
 // Ensure builds whatever is missing and returns the images; HostBinaries
 // names the Kubernetes and etcd binaries the harness runs as processes.
