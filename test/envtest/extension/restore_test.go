@@ -160,15 +160,21 @@ func TestEtcdRestoreSaysWhatIsMissing(t *testing.T) {
 		reason, says    string
 	}{
 		{
-			"named", "s3", v1alpha1.EtcdRestore{Snapshot: ns + "/gone/20260102T030405.000Z-rev42.db"}, v1alpha1.SnapshotNotFoundReason,
+			"named", "s3",
+			v1alpha1.EtcdRestore{Snapshot: ns + "/gone/20260102T030405.000Z-rev42.db"},
+			v1alpha1.SnapshotNotFoundReason,
 			fmt.Sprintf(`etcd does not start until its snapshot is found: snapshot %s/gone/20260102T030405.000Z-rev42.db does not exist in bucket "backups" at %s`, ns, s3.relay.addr),
 		},
 		{
-			"empty", "s3", v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot, FromCluster: ns + "/never-backed-up"}, v1alpha1.SnapshotNotFoundReason,
+			"empty", "s3",
+			v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot, FromCluster: ns + "/never-backed-up"},
+			v1alpha1.SnapshotNotFoundReason,
 			fmt.Sprintf(`etcd does not start until its snapshot is found: no snapshot under %s/never-backed-up/ in bucket "backups" at %s`, ns, s3.relay.addr),
 		},
 		{
-			"nobucket", "nobucket", v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot}, v1alpha1.BucketNotFoundReason,
+			"nobucket", "nobucket",
+			v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot},
+			v1alpha1.BucketNotFoundReason,
 			fmt.Sprintf(`etcd does not start until its snapshot is found: bucket "nobucket" does not exist at %s`, s3.relay.addr),
 		},
 	} {
