@@ -150,14 +150,45 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/cm-", "content-1999"))
 }
 
-// finalSnapshotStored checks that deleting the Cluster stored one more
-// snapshot than last.
-func finalSnapshotStored(t *testing.T, s *backupStore, key client.ObjectKey, last string) {
+// everyConfigMapRestored reads the ConfigMaps snapshotLands wrote through
+// the kubeconfig of the Cluster created again, and checks that each is back
+// with its content, restored from the newest snapshot, its final one.
+func everyConfigMapRestored(t *testing.T, s *backupStore, key client.ObjectKey) {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	keys := s.snapshotKeys(t, key)
+	require.NotNil(t, hcp.Status.Etcd.RestoredFrom, "EtcdRestored: %+v", conditions.Get(hcp, v1alpha1.EtcdRestoredCondition))
+	require.Equal(t, keys[len(keys)-1], hcp.Status.Etcd.RestoredFrom.Key)
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	list, err := hosted.CoreV1().ConfigMaps("bk").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	found := map[string]string{}
+	for _, cm := range list.Items {
+		found[cm.Name] = cm.Data["content"]
+	}
+	for i := range backupConfigMaps {
+		name := fmt.Sprintf("cm-%04d", i)
+		require.Equal(t, fmt.Sprintf("content-%04d", i), found[name], name)
+	}
+	require.Len(t, found, backupConfigMaps+1, "the ConfigMaps and the namespace's root CA")
+}
+
+// snapshotKeys are the snapshots of the Cluster key, oldest first.
+func (s *backupStore) snapshotKeys(t *testing.T, key client.ObjectKey) []string {
 	var keys []string
 	for obj := range s.client.ListObjects(testContext(t), s.bucket, minio.ListObjectsOptions{Prefix: key.Namespace + "/" + key.Name + "/"}) {
 		require.NoError(t, obj.Err)
 		keys = append(keys, obj.Key)
 	}
+	return keys
+}
+
+// finalSnapshotStored checks that deleting the Cluster stored one more
+// snapshot than last.
+func finalSnapshotStored(t *testing.T, s *backupStore, key client.ObjectKey, last string) {
+	keys := s.snapshotKeys(t, key)
 	require.Len(t, keys, 2, "the snapshot asked for and the final one")
 	require.Equal(t, last, keys[0])
 }
