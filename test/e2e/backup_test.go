@@ -156,9 +156,16 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 func everyConfigMapRestored(t *testing.T, s *backupStore, key client.ObjectKey) {
 	ctx := testContext(t)
 	hcp := &v1alpha1.HostedControlPlane{}
-	require.NoError(t, k8s.Get(ctx, key, hcp))
+	eventually(t, time.Minute, "status.etcd.restoredFrom", func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if hcp.Status.Etcd.RestoredFrom == nil {
+			return fmt.Errorf("EtcdRestored: %+v", conditions.Get(hcp, v1alpha1.EtcdRestoredCondition))
+		}
+		return nil
+	})
 	keys := s.snapshotKeys(t, key)
-	require.NotNil(t, hcp.Status.Etcd.RestoredFrom, "EtcdRestored: %+v", conditions.Get(hcp, v1alpha1.EtcdRestoredCondition))
 	require.Equal(t, keys[len(keys)-1], hcp.Status.Etcd.RestoredFrom.Key)
 	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
 	require.NoError(t, err)
