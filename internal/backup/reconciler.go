@@ -112,11 +112,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.withoutFinal(ctx, hcp, "the control plane has no Cluster")
 	case cluster == nil || annotations.IsPaused(cluster, hcp):
 		// Neither Cluster API's owner reference nor unpausing changes the
-		// generation: look again later.
+		// generation: look again later, soon when etcd waits for its restore.
+		if restoring(hcp) {
+			return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, restorePoll)}, nil
+		}
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 	case deleting:
 		return r.final(ctx, hcp, cluster.Name)
-	case hcp.Spec.Etcd.Restore != nil && hcp.Status.Etcd.RestoredFrom == nil:
+	case restoring(hcp):
 		// Nothing to take a snapshot of before etcd is restored.
 		return r.restore(ctx, hcp, cluster.Name)
 	}

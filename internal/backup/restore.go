@@ -37,6 +37,11 @@ const urlExpiresAnnotation = "controlplane.cluster.x-k8s.io/restore-url-expires"
 // revisionOfKey is the revision a snapshot's key names.
 var revisionOfKey = regexp.MustCompile(`-rev(\d+)\.db$`)
 
+// restoring is whether spec.etcd.restore is not done yet.
+func restoring(hcp *v1alpha1.HostedControlPlane) bool {
+	return hcp.Spec.Etcd.Restore != nil && hcp.Status.Etcd.RestoredFrom == nil
+}
+
 // restore drives spec.etcd.restore of a control plane until its etcd
 // answers: it chooses the snapshot once, so that every member restores the
 // same, and gives the members a presigned URL of it in the restore Secret,
