@@ -132,7 +132,7 @@ func TestHostedControlPlane(t *testing.T) {
 		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace))
 		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
 		t.Logf("Available %s after the Cluster was created again from its final snapshot", time.Since(start).Round(time.Second))
-		everyConfigMapRestored(t, store, key)
+		everyConfigMapRestored(t, store, key, backupConfigMaps)
 		deleteClusters(t, key)
 	})
 }
