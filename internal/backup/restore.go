@@ -84,7 +84,7 @@ func (r *Reconciler) restore(ctx context.Context, hcp *v1alpha1.HostedControlPla
 // an event of eventType (none when empty).
 func (r *Reconciler) setRestored(hcp *v1alpha1.HostedControlPlane, status metav1.ConditionStatus, reason, msg, eventType string) {
 	if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); eventType != "" && (c == nil || c.Message != msg) {
-		r.recorder.Eventf(hcp, nil, eventType, reason, "Restore", msg)
+		r.recorder.Eventf(hcp, nil, eventType, reason, "Restore", "%s", msg)
 	}
 	conditions.Set(hcp, metav1.Condition{
 		Type: v1alpha1.EtcdRestoredCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: hcp.Generation,
