@@ -28,7 +28,8 @@ import (
 // are in a real S3 server (versitygw), it is deleted, etcd is lost,
 // and a control plane of the same name is created with restore: latest.
 // The controller chooses the newest snapshot and gives the members a
-// presigned URL of it; three members restore it as their init containers
+// presigned URL of it, renewed while they have not restored, for the same
+// snapshot whatever is stored meanwhile; three members restore it as their init containers
 // would (package restore) and real etcd processes start on what they
 // restored: every key is there with its value, revisions moved beyond the
 // snapshot's, and the three members vote. Once etcd answers, the status
@@ -76,6 +77,24 @@ func TestEtcdRestore(t *testing.T) {
 	restored := restoringControlPlane(t, ns, cluster, backup, v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot})
 	secret := waitRestorePending(t, restored, newest)
 	assert.Equal(t, s3.ca, secret.Data[contract.EtcdRestoreCAKey], "the store's CA comes with the URL")
+
+	// While the restore is pending, a URL about to expire is renewed, for
+	// the same snapshot: a newer one stored meanwhile changes nothing, so
+	// every member restores the same object.
+	_, err = s3.client.PutObject(ctx, testBucket, folder+"29991231T000000.000Z-rev1.db", strings.NewReader("newer"), 5, minio.PutObjectOptions{})
+	require.NoError(t, err)
+	before := secret.DeepCopy()
+	secret.Annotations["controlplane.cluster.x-k8s.io/restore-url-expires"] = time.Now().UTC().Format(time.RFC3339)
+	require.NoError(t, k8s.Patch(ctx, secret, client.MergeFrom(before)))
+	eventually(t, time.Minute, "a renewed URL", func() error {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret))
+		if string(secret.Data[contract.EtcdRestoreURLKey]) == string(before.Data[contract.EtcdRestoreURLKey]) {
+			return fmt.Errorf("the URL expiring at %s is not renewed", secret.Annotations["controlplane.cluster.x-k8s.io/restore-url-expires"])
+		}
+		return nil
+	})
+	assert.Equal(t, newest, string(secret.Data[contract.EtcdRestoreKeyKey]))
+	require.NoError(t, s3.client.RemoveObject(ctx, testBucket, folder+"29991231T000000.000Z-rev1.db", minio.RemoveObjectOptions{}))
 
 	// Three new members restore it, and etcd starts on what they restored.
 	fresh := newEtcdCluster(t, cluster, ns, etcdMembers, etcdMembers)
