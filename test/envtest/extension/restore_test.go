@@ -25,14 +25,14 @@ import (
 
 // TestEtcdRestore is a disaster recovery as a platform engineer would go
 // through it: a control plane's etcd holds 2,000 ConfigMaps, its snapshots
-// are in a real S3 server (versitygw), it is deleted, etcd is lost,
-// and a control plane of the same name is created with restore: latest.
-// The controller chooses the newest snapshot and gives the members a
-// presigned URL of it, renewed while they have not restored, for the same
-// snapshot whatever is stored meanwhile; three members restore it as their init containers
-// would (package restore) and real etcd processes start on what they
-// restored: every key is there with its value, revisions moved beyond the
-// snapshot's, and the three members vote. Once etcd answers, the status
+// are in a real S3 server (versitygw), it is deleted, etcd is lost, and a
+// control plane of the same name is created with restore: latest. The
+// controller chooses the newest snapshot and gives the members a presigned
+// URL of it, renewed while they have not restored, for the same snapshot
+// whatever is stored meanwhile; three members restore it as their init
+// containers would (package restore) and real etcd processes start on what
+// they restored: every key is there with its value, revisions moved beyond
+// the snapshot's, and the three members vote. Once etcd answers, the status
 // says what was restored.
 func TestEtcdRestore(t *testing.T) {
 	ctx := testContext(t)
