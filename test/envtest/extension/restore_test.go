@@ -2,6 +2,7 @@ package extension
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,8 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/restore"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
 // TestEtcdRestore is a disaster recovery as a platform engineer would go
@@ -30,7 +31,7 @@ import (
 // controller chooses the newest snapshot and gives the members a presigned
 // URL of it, renewed while they have not restored, for the same snapshot
 // whatever is stored meanwhile; three members restore it as their init
-// containers would (package restore) and real etcd processes start on what
+// containers do (cmd/etcd-restore) and real etcd processes start on what
 // they restored: every key is there with its value, revisions moved beyond
 // the snapshot's, and the three members vote. Once etcd answers, the status
 // says what was restored.
@@ -96,24 +97,30 @@ func TestEtcdRestore(t *testing.T) {
 	assert.Equal(t, newest, string(secret.Data[contract.EtcdRestoreKeyKey]))
 	require.NoError(t, s3.client.RemoveObject(ctx, testBucket, folder+"29991231T000000.000Z-rev1.db", minio.RemoveObjectOptions{}))
 
-	// Three new members restore it, and etcd starts on what they restored.
+	// Three new members restore it with the init container's command, as
+	// their pods run it, and etcd starts on what they restored.
+	bin, err := envtest.Build(env.Root, "./cmd/etcd-restore", binDir)
+	require.NoError(t, err)
 	fresh := newEtcdCluster(t, cluster, ns, etcdMembers, etcdMembers)
-	for i := range etcdMembers {
-		m := restore.Member{
-			DataDir: fresh.dataDir(i), Name: fresh.memberName(i), PeerURLs: fresh.peerURL(i),
-			InitialCluster: fresh.initialCluster(), InitialClusterState: "new", InitialClusterToken: cluster,
-			Key: string(secret.Data[contract.EtcdRestoreKeyKey]),
-			URL: string(secret.Data[contract.EtcdRestoreURLKey]),
-			CA:  secret.Data[contract.EtcdRestoreCAKey],
+	initContainer := func(i int, state string) string {
+		cmd := exec.CommandContext(ctx, bin, "--data-dir="+fresh.dataDir(i), "--name="+fresh.memberName(i),
+			"--initial-advertise-peer-urls="+fresh.peerURL(i), "--initial-cluster-token="+cluster)
+		cmd.Env = []string{"ETCD_INITIAL_CLUSTER=" + fresh.initialCluster(), "ETCD_INITIAL_CLUSTER_STATE=" + state}
+		for _, key := range []string{contract.EtcdRestoreKeyKey, contract.EtcdRestoreURLKey, contract.EtcdRestoreCAKey} {
+			cmd.Env = append(cmd.Env, key+"="+string(secret.Data[key]))
 		}
-		why, err := restore.Skip(m)
-		require.NoError(t, err)
-		require.Empty(t, why)
-		got, err := restore.Restore(ctx, m)
-		require.NoError(t, err)
-		assert.Equal(t, newest, got.Key)
-		assert.GreaterOrEqual(t, got.Revision, written.Header.Revision)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
 	}
+	for i := range etcdMembers {
+		out := initContainer(i, "new")
+		assert.Regexp(t, fmt.Sprintf(`"msg":"restored %s \(\d+ bytes, revision \d+, bumped by 1000000000\) as member %s"`, newest, fresh.memberName(i)), out)
+	}
+	// A member that starts again finds its data and leaves it; one that
+	// joins restores nothing.
+	assert.Contains(t, initContainer(0, "new"), "nothing to restore: member member-0: data directory "+fresh.dataDir(0)+" already holds data")
+	assert.Contains(t, initContainer(etcdMembers-1, "existing"), `nothing to restore: member member-2 joins an existing cluster (initial cluster state \"existing\") and syncs from its peers`)
 	for i := range etcdMembers {
 		fresh.start(i)
 	}
@@ -140,10 +147,6 @@ func TestEtcdRestore(t *testing.T) {
 	for _, m := range members.Members {
 		assert.False(t, m.IsLearner, "%s votes", m.Name)
 	}
-	// A member that starts again finds its data and leaves it.
-	why, err := restore.Skip(restore.Member{DataDir: fresh.dataDir(0), Name: fresh.memberName(0), InitialClusterState: "new"})
-	require.NoError(t, err)
-	assert.Contains(t, why, "already holds data")
 
 	// Once etcd answers (the controller records its members as existing),
 	// the status says what it was restored from.
