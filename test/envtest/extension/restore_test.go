@@ -111,6 +111,7 @@ func TestEtcdRestore(t *testing.T) {
 		}
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
+		t.Logf("etcd-restore of %s: %s", fresh.memberName(i), out)
 		return string(out)
 	}
 	for i := range etcdMembers {
