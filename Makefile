@@ -47,8 +47,8 @@ help: ## Show the targets.
 ##@ Build
 
 .PHONY: build
-build: ## Build the controller, extension and tunnel binaries into bin/.
-	go build -o $(BIN)/ ./cmd/controller ./cmd/extension ./cmd/tunnel
+build: ## Build the controller, extension, tunnel and etcd-restore binaries into bin/.
+	go build -o $(BIN)/ ./cmd/controller ./cmd/extension ./cmd/tunnel ./cmd/etcd-restore
 
 .PHONY: images
 images: ## Build every binary and image of the local management cluster into bin/ (what is missing; ours always).

@@ -62,6 +62,20 @@ const (
 	BackupPendingReason        = "BackupPending"
 )
 
+// EtcdRestoredCondition: etcd started from the snapshot spec.etcd.restore
+// names. Its message says what keeps the restore from starting (the
+// store, the Secret or the snapshot missing); no member starts meanwhile.
+const EtcdRestoredCondition = "EtcdRestored"
+
+// Reasons of EtcdRestored beside those of BackupReady.
+const (
+	// SnapshotNotFoundReason: the store holds no such snapshot.
+	SnapshotNotFoundReason = "SnapshotNotFound"
+	// RestorePendingReason: the snapshot is chosen and etcd's members
+	// restore it before they start.
+	RestorePendingReason = "RestorePending"
+)
+
 // Condition reasons.
 const (
 	ReadyReason                 = "Ready"

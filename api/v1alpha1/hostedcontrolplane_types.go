@@ -183,6 +183,25 @@ type EtcdStatus struct {
 	// nextBackupTime is when the next scheduled snapshot is due.
 	// +optional
 	NextBackupTime *metav1.Time `json:"nextBackupTime,omitempty"`
+
+	// restoredFrom is the snapshot spec.etcd.restore started etcd from,
+	// once etcd answered.
+	// +optional
+	RestoredFrom *EtcdRestoredFrom `json:"restoredFrom,omitempty"`
+}
+
+// EtcdRestoredFrom is the snapshot an etcd was restored from.
+type EtcdRestoredFrom struct {
+	// key is the snapshot's object key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key"`
+
+	// revision is the etcd revision the snapshot holds; restored revisions
+	// are bumped beyond it, so clients never see them go backwards.
+	// +required
+	Revision int64 `json:"revision"`
 }
 
 // EtcdMemberRole is whether an etcd member votes or only learns.

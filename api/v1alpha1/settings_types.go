@@ -287,6 +287,33 @@ type EtcdSpec struct {
 	// backup takes scheduled etcd snapshots into S3 compatible storage.
 	// +optional
 	Backup *EtcdBackup `json:"backup,omitempty"`
+
+	// restore starts a new control plane's etcd from a snapshot in the store
+	// of backup.secret (which it requires). It is set when the control plane
+	// is created and cannot be added, changed or removed afterwards.
+	// +optional
+	Restore *EtcdRestore `json:"restore,omitempty"`
+}
+
+// LatestSnapshot restores the newest snapshot of a cluster's folder.
+const LatestSnapshot = "latest"
+
+// EtcdRestore names the snapshot a new control plane's etcd starts from.
+type EtcdRestore struct {
+	// snapshot is "latest", the newest snapshot of fromCluster's folder, or
+	// an object key exactly as status.etcd.lastBackupKey shows it, such as
+	// "ns/name/20260102T030405.000Z-rev1234.db".
+	// +optional
+	// +kubebuilder:default=latest
+	// +kubebuilder:validation:MaxLength=1024
+	Snapshot string `json:"snapshot,omitempty"`
+
+	// fromCluster, "<namespace>/<name>", is the Cluster whose folder "latest"
+	// looks in; this control plane's own Cluster when unset, as when a
+	// Cluster is created again under the name it had.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	FromCluster string `json:"fromCluster,omitempty"`
 }
 
 // EtcdBackup schedules etcd snapshots into S3 compatible storage.

@@ -78,6 +78,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	rendering := render.DefaultSettings()
 	rendering.ControllerNamespace = cfg.Namespace
 	rendering.TunnelImage = cfg.TunnelImage
+	rendering.EtcdRestoreImage = cfg.EtcdRestoreImage
 	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),
 		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package backup takes the etcd snapshots spec.etcd.backup asks for and
 // stores them in S3-compatible storage: on the cron schedule, when the
 // backup-now annotation asks, and once more before the control plane is
-// deleted.
+// deleted. It also prepares the restore spec.etcd.restore asks for (see
+// Restore below).
 //
 // Where the work runs: in the controller, which streams a snapshot from one
 // etcd member straight into an S3 multipart upload. A Job per backup was the
@@ -43,4 +44,23 @@
 // until one succeeds; BackupReady says what failed, and a Warning event
 // tells of each new failure. The Available condition never depends on
 // backups.
+//
+// # Restore
+//
+// A control plane with spec.etcd.restore takes no snapshot until its etcd
+// was restored. Before etcd first starts (until the members ConfigMap of
+// this control plane records its members as existing, which the control
+// plane reconciler does once etcd answers), this controller resolves the
+// snapshot to one key, once, so that every member restores the same
+// object: "latest" is the newest snapshot of fromCluster's folder (the
+// control plane's own Cluster's by default), a key must exist. It writes
+// the key, a presigned GET URL of it (RestoreURLExpiry, renewed once half
+// of it passed) and the store's CA into the Secret <cluster>-etcd-restore,
+// owned by the control plane. The members read it in their init container
+// (package etcd/restore), so their pods need no S3 credentials and the
+// backup Secret may be in another namespace; until it exists no member
+// starts, so etcd never starts empty. EtcdRestored says what is missing
+// (the backup Secret, the bucket, the snapshot) with a Warning event, or
+// which snapshot the members restore; once etcd answers it turns true and
+// status.etcd.restoredFrom records the key and the revision it names.
 package backup

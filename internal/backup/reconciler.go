@@ -58,7 +58,7 @@ func DefaultOptions() Options {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // Reconciler takes the snapshots of every HostedControlPlane with
-// spec.etcd.backup.
+// spec.etcd.backup, and prepares the restore spec.etcd.restore asks for.
 type Reconciler struct {
 	client client.Client
 	// apiReader reads what is not ours and not in the label-scoped cache:
@@ -112,10 +112,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.withoutFinal(ctx, hcp, "the control plane has no Cluster")
 	case cluster == nil || annotations.IsPaused(cluster, hcp):
 		// Neither Cluster API's owner reference nor unpausing changes the
-		// generation: look again later.
+		// generation: look again later, soon when etcd waits for its restore.
+		if restoring(hcp) {
+			return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, restorePoll)}, nil
+		}
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 	case deleting:
 		return r.final(ctx, hcp, cluster.Name)
+	case restoring(hcp):
+		// Nothing to take a snapshot of before etcd is restored.
+		return r.restore(ctx, hcp, cluster.Name)
 	}
 	return r.scheduled(ctx, hcp, cluster.Name)
 }
@@ -295,7 +301,7 @@ type taken struct {
 // at start, verifies it, and applies retention. A snapshot that was stored
 // has a key even when retention then failed (the error).
 func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, start time.Time) (taken, error) {
-	st, err := openStore(ctx, r.apiReader, hcp, cluster)
+	st, err := openStore(ctx, r.apiReader, hcp, hcp.Namespace+"/"+cluster)
 	if err != nil {
 		return taken{}, err
 	}

@@ -38,11 +38,13 @@ type store struct {
 	// prefix is the bucket's prefix (after the first "/" of the bucket
 	// key) and the cluster's folder, ending in "/".
 	prefix string
+	// ca is the PEM CA the backup Secret trusts for the endpoint, if any.
+	ca []byte
 }
 
 // openStore reads the backup Secret of hcp and makes a client of the store
-// it names; the snapshots of cluster go under its folder.
-func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, cluster string) (*store, error) {
+// it names, on the folder of the Cluster named folder (<namespace>/<name>).
+func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, folder string) (*store, error) {
 	ref := hcp.Spec.Etcd.Backup.Secret
 	name := client.ObjectKey{Namespace: ptr.Deref(ref.Namespace, hcp.Namespace), Name: ref.Name}
 	secret := &corev1.Secret{}
@@ -70,7 +72,8 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 	if err != nil {
 		return nil, err
 	}
-	if ca := secret.Data[ptr.Deref(ref.CAKey, "ca.crt")]; len(ca) > 0 {
+	ca := secret.Data[ptr.Deref(ref.CAKey, "ca.crt")]
+	if len(ca) > 0 {
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(ca) {
 			return nil, problem(v1alpha1.BackupSecretInvalidReason, "backup Secret %s: key %q holds no PEM certificate", name, ptr.Deref(ref.CAKey, "ca.crt"))
@@ -92,7 +95,7 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 	}
 	return &store{
 		client: c, transport: transport, endpoint: host, bucket: bucket,
-		prefix: prefix + hcp.Namespace + "/" + cluster + "/",
+		prefix: prefix + folder + "/", ca: ca,
 	}, nil
 }
 

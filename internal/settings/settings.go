@@ -117,6 +117,9 @@ type Controller struct {
 	// TunnelImage is the image of cmd/tunnel that gateway mode runs beside
 	// the API servers and on the workload cluster's nodes.
 	TunnelImage string
+	// EtcdRestoreImage is the image of cmd/etcd-restore, the init container
+	// of the etcd members of a control plane with spec.etcd.restore.
+	EtcdRestoreImage string
 }
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
@@ -150,6 +153,8 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	src.Bool(&c.EnableWebhooks, "enable-webhooks", "ENABLE_WEBHOOKS", true, "serve the admission webhooks")
 	src.String(&c.TunnelImage, "tunnel-image", "TUNNEL_IMAGE", contract.DefaultTunnelImage,
 		"image of the tunnel that carries a workload cluster's kubernetes Service through the Gateway")
+	src.String(&c.EtcdRestoreImage, "etcd-restore-image", "ETCD_RESTORE_IMAGE", contract.DefaultEtcdRestoreImage,
+		"image of the init container that restores an etcd member from a snapshot (spec.etcd.restore)")
 	err := parse(src, args, w)
 	if errors.Is(err, flag.ErrHelp) {
 		return c, err
@@ -158,8 +163,13 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		c.Namespace = podNamespace(namespaceFile)
 	}
 	errs := []error{err, c.validate(c.EnableWebhooks)}
-	if _, err := reference.ParseNormalizedNamed(c.TunnelImage); err != nil {
-		errs = append(errs, fmt.Errorf("TUNNEL_IMAGE/--tunnel-image %q: %w: use an image reference such as %s", c.TunnelImage, err, contract.DefaultTunnelImage))
+	for _, img := range []struct{ setting, value, example string }{
+		{"TUNNEL_IMAGE/--tunnel-image", c.TunnelImage, contract.DefaultTunnelImage},
+		{"ETCD_RESTORE_IMAGE/--etcd-restore-image", c.EtcdRestoreImage, contract.DefaultEtcdRestoreImage},
+	} {
+		if _, err := reference.ParseNormalizedNamed(img.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w: use an image reference such as %s", img.setting, img.value, err, img.example))
+		}
 	}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))

@@ -29,6 +29,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
 		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1", "MAX_CONCURRENT_BACKUPS": "4",
+		"ETCD_RESTORE_IMAGE": "registry.example.com/hcp/etcd-restore:v1",
 	}))
 	require.NoError(t, err)
 	assert.False(t, c.LeaderElection)
@@ -42,6 +43,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9090", c.MetricsAddr)
 	assert.Equal(t, "0", c.HealthAddr)
 	assert.Equal(t, "registry.example.com/hcp/tunnel:v1", c.TunnelImage)
+	assert.Equal(t, "registry.example.com/hcp/etcd-restore:v1", c.EtcdRestoreImage)
 }
 
 // outsidePod parses as a process outside a pod does, wherever the test runs.
@@ -131,16 +133,19 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		args []string
 		want string
 	}{
-		"bool":        {env: map[string]string{"LEADER_ELECTION": "yes please"}, want: `LEADER_ELECTION="yes please": use true or false`},
-		"int":         {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "many"}, want: `MAX_CONCURRENT_RECONCILES="many": use a whole number`},
-		"range":       {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "0"}, want: "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
-		"format":      {env: map[string]string{"LOG_FORMAT": "xml"}, want: `LOG_FORMAT/--log-format "xml": use json or text`},
-		"level":       {env: map[string]string{"LOG_LEVEL": "loud"}, want: "LOG_LEVEL/--log-level"},
-		"address":     {env: map[string]string{"METRICS_BIND_ADDRESS": "8080"}, want: `METRICS_BIND_ADDRESS/--metrics-bind-address "8080": use host:port`},
-		"otel":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, want: "use an http:// or https:// URL"},
-		"certs":       {env: map[string]string{"WEBHOOK_CERT_DIR": "/nonexistent", "ENABLE_WEBHOOKS": "true"}, want: `WEBHOOK_CERT_DIR/--webhook-cert-dir "/nonexistent" has no tls.crt`},
-		"port":        {args: []string{"--webhook-port=70000", "--enable-webhooks=false"}, want: "WEBHOOK_PORT/--webhook-port 70000"},
-		"image":       {env: map[string]string{"TUNNEL_IMAGE": "Tunnel:latest"}, want: `TUNNEL_IMAGE/--tunnel-image "Tunnel:latest"`},
+		"bool":    {env: map[string]string{"LEADER_ELECTION": "yes please"}, want: `LEADER_ELECTION="yes please": use true or false`},
+		"int":     {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "many"}, want: `MAX_CONCURRENT_RECONCILES="many": use a whole number`},
+		"range":   {env: map[string]string{"MAX_CONCURRENT_RECONCILES": "0"}, want: "MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles 0: use 1 to 100"},
+		"format":  {env: map[string]string{"LOG_FORMAT": "xml"}, want: `LOG_FORMAT/--log-format "xml": use json or text`},
+		"level":   {env: map[string]string{"LOG_LEVEL": "loud"}, want: "LOG_LEVEL/--log-level"},
+		"address": {env: map[string]string{"METRICS_BIND_ADDRESS": "8080"}, want: `METRICS_BIND_ADDRESS/--metrics-bind-address "8080": use host:port`},
+		"otel":    {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, want: "use an http:// or https:// URL"},
+		"certs":   {env: map[string]string{"WEBHOOK_CERT_DIR": "/nonexistent", "ENABLE_WEBHOOKS": "true"}, want: `WEBHOOK_CERT_DIR/--webhook-cert-dir "/nonexistent" has no tls.crt`},
+		"port":    {args: []string{"--webhook-port=70000", "--enable-webhooks=false"}, want: "WEBHOOK_PORT/--webhook-port 70000"},
+		"image":   {env: map[string]string{"TUNNEL_IMAGE": "Tunnel:latest"}, want: `TUNNEL_IMAGE/--tunnel-image "Tunnel:latest"`},
+		"restoreImage": {
+			env: map[string]string{"ETCD_RESTORE_IMAGE": "Restore:latest"}, want: `ETCD_RESTORE_IMAGE/--etcd-restore-image "Restore:latest"`,
+		},
 		"unknownFlag": {args: []string{"--leader-elect"}, want: "flag provided but not defined: -leader-elect"},
 		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
 	} {
@@ -158,7 +163,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
 		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
-		"TUNNEL_IMAGE",
+		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}

@@ -68,7 +68,7 @@ func (h *Handlers) validate(ctx context.Context, in request) (field.ErrorList, e
 	if in.template == nil {
 		return errs, nil
 	}
-	settings := webhooks.ValidateSettings(templateSpecPath, &in.template.Spec.Template.Spec.ControlPlaneSettings)
+	settings := webhooks.ValidateTemplateSettings(templateSpecPath, &in.template.Spec.Template.Spec.ControlPlaneSettings)
 	errs = append(errs, attribute(settings, in.values)...)
 	gwErrs, err := h.validateGateway(ctx, in)
 	return append(errs, gwErrs...), err

@@ -99,7 +99,7 @@ func (HostedControlPlaneTemplate) ValidateDelete(context.Context, *v1alpha1.Host
 }
 
 func validateTemplate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
-	return ValidateSettings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
+	return ValidateTemplateSettings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
 }
 
 func templateWarnings(t *v1alpha1.HostedControlPlaneTemplate) admission.Warnings {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,19 @@ func ValidateSettings(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.
 	}
 	errs = append(errs, validateEtcd(path.Child("etcd"), &s.Etcd)...)
 	errs = append(errs, validateCertificates(path.Child("certificates"), &s.Certificates)...)
+	return errs
+}
+
+// ValidateTemplateSettings checks the settings of a
+// HostedControlPlaneTemplate, as a template and as ClusterClass patches
+// leave it: ValidateSettings, and no restore, which a template shared by
+// every Cluster of a ClusterClass cannot express for one of them.
+func ValidateTemplateSettings(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.ErrorList {
+	errs := ValidateSettings(path, s)
+	if s.Etcd.Restore != nil {
+		errs = append(errs, field.Forbidden(path.Child("etcd", "restore"),
+			"not supported yet in a template: a restore is set on the HostedControlPlane of one Cluster, when it is created"))
+	}
 	return errs
 }
 
@@ -128,6 +142,41 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	}
 	if etcd.Backup != nil {
 		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
+	}
+	if etcd.Restore != nil {
+		errs = append(errs, validateRestore(path, etcd)...)
+	}
+	return errs
+}
+
+// snapshotKey is a snapshot's object key as the backup controller names it:
+// an optional prefix, then <namespace>/<cluster>/<UTC time>-rev<revision>.db.
+var snapshotKey = regexp.MustCompile(`^([^/]+/)*[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*/\d{8}T\d{6}\.\d{3}Z-rev\d+\.db$`)
+
+// validateRestore checks spec.etcd.restore, at path spec.etcd.
+func validateRestore(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
+	restore := path.Child("restore")
+	var errs field.ErrorList
+	if etcd.Backup == nil {
+		errs = append(errs, field.Forbidden(restore,
+			"needs spec.etcd.backup: the snapshot is read from the store that spec.etcd.backup.secret names; set spec.etcd.backup with that secret"))
+	}
+	snapshot := etcd.Restore.Snapshot
+	switch {
+	case snapshot == "" || snapshot == v1alpha1.LatestSnapshot:
+	case !snapshotKey.MatchString(snapshot) || strings.Contains(snapshot, "/../") || strings.HasPrefix(snapshot, "../"):
+		errs = append(errs, field.Invalid(restore.Child("snapshot"), snapshot,
+			`must be "latest" or an object key as status.etcd.lastBackupKey shows it, such as "ns/name/20260102T030405.000Z-rev1234.db"`))
+	case etcd.Restore.FromCluster != "":
+		errs = append(errs, field.Forbidden(restore.Child("fromCluster"),
+			`applies only to snapshot "latest": a snapshot's key already names the folder of its cluster; remove fromCluster or set snapshot to "latest"`))
+	}
+	if from := etcd.Restore.FromCluster; from != "" {
+		ns, name, ok := strings.Cut(from, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(restore.Child("fromCluster"), from,
+				"must be <namespace>/<name> of the Cluster whose snapshots to look in, such as team-a/prod"))
+		}
 	}
 	return errs
 }
@@ -235,6 +284,10 @@ func ValidateHostedControlPlaneUpdate(old, hcp *v1alpha1.HostedControlPlane) fie
 	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.StorageClassName, hcp.Spec.Etcd.StorageClassName) {
 		errs = append(errs, immutable(spec.Child("etcd", "storageClassName"),
 			ptr.Deref(old.Spec.Etcd.StorageClassName, "(cluster default)"), "existing etcd volumes cannot move"))
+	}
+	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.Restore, hcp.Spec.Etcd.Restore) {
+		errs = append(errs, field.Forbidden(spec.Child("etcd", "restore"),
+			"cannot be added, changed or removed: etcd is restored only before it first starts; set it when creating the control plane"))
 	}
 	errs = append(errs, validateEtcdScaleDown(spec.Child("etcd", "replicas"), old, hcp)...)
 	errs = append(errs, validateVolumeGrowth(spec.Child("etcd", "volumeSize"), old, hcp)...)

@@ -331,6 +331,102 @@ func TestEtcdVolumeAndBackup(t *testing.T) {
 	}
 }
 
+func TestEtcdRestore(t *testing.T) {
+	backup := &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+	restore := func(r v1alpha1.EtcdRestore, b *v1alpha1.EtcdBackup) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore, h.Spec.Etcd.Backup = &r, b }
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.HostedControlPlane)
+		want   string
+	}{
+		{"latest", restore(v1alpha1.EtcdRestore{Snapshot: "latest"}, backup), ""},
+		{"latest of another cluster", restore(v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "team-a/prod"}, backup), ""},
+		{"a key", restore(v1alpha1.EtcdRestore{Snapshot: "team-a/prod/20260102T030405.000Z-rev1234.db"}, backup), ""},
+		{"a key under the bucket's prefix", restore(v1alpha1.EtcdRestore{Snapshot: "etcd/eu/team-a/prod/20260102T030405.000Z-rev1234.db"}, backup), ""},
+		{
+			"without backup", restore(v1alpha1.EtcdRestore{Snapshot: "latest"}, nil),
+			"spec.etcd.restore: Forbidden: needs spec.etcd.backup: the snapshot is read from the store that spec.etcd.backup.secret names",
+		},
+		{
+			"a key not of a snapshot", restore(v1alpha1.EtcdRestore{Snapshot: "team-a/prod/backup.db"}, backup),
+			`spec.etcd.restore.snapshot: Invalid value: "team-a/prod/backup.db": must be "latest" or an object key as status.etcd.lastBackupKey shows it`,
+		},
+		{
+			"a key without its cluster's folder", restore(v1alpha1.EtcdRestore{Snapshot: "20260102T030405.000Z-rev1234.db"}, backup),
+			`spec.etcd.restore.snapshot: Invalid value: "20260102T030405.000Z-rev1234.db": must be "latest" or an object key`,
+		},
+		{
+			"a key climbing out", restore(v1alpha1.EtcdRestore{Snapshot: "../team-a/prod/20260102T030405.000Z-rev1234.db"}, backup),
+			`spec.etcd.restore.snapshot: Invalid value: "../team-a/prod/20260102T030405.000Z-rev1234.db": must be "latest" or an object key`,
+		},
+		{
+			"a key and a cluster", restore(v1alpha1.EtcdRestore{Snapshot: "team-a/prod/20260102T030405.000Z-rev1234.db", FromCluster: "team-a/prod"}, backup),
+			`spec.etcd.restore.fromCluster: Forbidden: applies only to snapshot "latest"`,
+		},
+		{
+			"a cluster without namespace", restore(v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "prod"}, backup),
+			`spec.etcd.restore.fromCluster: Invalid value: "prod": must be <namespace>/<name> of the Cluster whose snapshots to look in`,
+		},
+		{
+			"a cluster malformed", restore(v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "Team/prod"}, backup),
+			`spec.etcd.restore.fromCluster: Invalid value: "Team/prod": must be <namespace>/<name>`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := errorsOf(tc.change)
+			if tc.want == "" {
+				assert.Empty(t, msgs)
+				return
+			}
+			require.Len(t, msgs, 1, "%q", msgs)
+			assert.Contains(t, msgs[0], tc.want)
+		})
+	}
+}
+
+func TestEtcdRestoreIsSetOnlyOnCreate(t *testing.T) {
+	withRestore := func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+		h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest"}
+	}
+	const want = "spec.etcd.restore: Forbidden: cannot be added, changed or removed: etcd is restored only before it first starts; set it when creating the control plane"
+	for _, tc := range []struct {
+		name        string
+		old, change func(*v1alpha1.HostedControlPlane)
+		want        string
+	}{
+		{"added", func(h *v1alpha1.HostedControlPlane) { withRestore(h); h.Spec.Etcd.Restore = nil }, withRestore, want},
+		{"removed", withRestore, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore = nil }, want},
+		{"changed", withRestore, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore.FromCluster = "team-a/prod" }, want},
+		{"kept", withRestore, func(h *v1alpha1.HostedControlPlane) { h.Spec.Replicas = ptr.To[int32](3) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := valid()
+			tc.old(old)
+			hcp := old.DeepCopy()
+			tc.change(hcp)
+			_, err := HostedControlPlane{}.ValidateUpdate(context.Background(), old, hcp)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestTemplateRefusesRestore(t *testing.T) {
+	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
+	tmpl.Spec.Template.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+	tmpl.Spec.Template.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest"}
+	errs := validateTemplate(tmpl)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "spec.template.spec.etcd.restore: Forbidden: not supported yet in a template: a restore is set on the HostedControlPlane of one Cluster, when it is created", errs[0].Error())
+}
+
 func TestEndpointByExposure(t *testing.T) {
 	exposed := func(typ v1alpha1.ExposureType, host string, port int32) func(*v1alpha1.HostedControlPlane) {
 		return func(h *v1alpha1.HostedControlPlane) {

@@ -45,7 +45,7 @@ type backupStore struct {
 
 const backupConfigMaps = 2000
 
-func startBackupStore(t *testing.T) *backupStore {
+func startBackupStore(t testing.TB) *backupStore {
 	t.Helper()
 	bin := os.Getenv("VERSITYGW")
 	require.NotEmpty(t, bin, "VERSITYGW is not set: run the tests with `make test-e2e`, which builds versitygw")
@@ -92,7 +92,7 @@ func startBackupStore(t *testing.T) *backupStore {
 	return s
 }
 
-func randomHex(t *testing.T) string {
+func randomHex(t testing.TB) string {
 	b := make([]byte, 12)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
@@ -104,34 +104,9 @@ func randomHex(t *testing.T) string {
 // a snapshot as the README shows, then reads the snapshot back from the
 // bucket: whole (its sha256) and holding every ConfigMap.
 func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
-	cfg := hostedConfig(t, key.Namespace, key.Name)
-	// client-go's default of 5 requests a second would make this minutes.
-	cfg.QPS, cfg.Burst = 500, 500
-	hosted, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	writeConfigMaps(t, key, backupConfigMaps)
 	ctx := testContext(t)
-	_, err = hosted.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bk"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	start := time.Now()
-	var g errgroup.Group
-	g.SetLimit(16)
-	for i := range backupConfigMaps {
-		g.Go(func() error {
-			_, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)}, Data: map[string]string{"content": fmt.Sprintf("content-%04d", i)},
-			}, metav1.CreateOptions{})
-			return err
-		})
-	}
-	require.NoError(t, g.Wait())
-	t.Logf("%d ConfigMaps written in %s", backupConfigMaps, time.Since(start).Round(time.Second))
-
-	hcp := &v1alpha1.HostedControlPlane{}
-	require.NoError(t, k8s.Get(ctx, key, hcp))
-	before := hcp.DeepCopy()
-	hcp.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To(s.secretNamespace)}}
-	hcp.Annotations = map[string]string{v1alpha1.BackupNowAnnotation: "e2e"}
-	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	hcp := backUp(t, s, key, true)
 	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
 		if err := k8s.Get(ctx, key, hcp); err != nil {
 			return err
@@ -145,19 +120,98 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	require.True(t, strings.HasPrefix(st.LastBackupKey, key.Namespace+"/"+key.Name+"/"), st.LastBackupKey)
 	data := s.download(t, st.LastBackupKey)
 	require.Equal(t, st.LastBackupSize.Value(), int64(len(data)))
-	_, err = io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
+	_, err := io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
 	require.NoError(t, err, "the snapshot ends in the sha256 of its database")
 	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/cm-", "content-1999"))
 }
 
-// finalSnapshotStored checks that deleting the Cluster stored one more
-// snapshot than last.
-func finalSnapshotStored(t *testing.T, s *backupStore, key client.ObjectKey, last string) {
+// everyConfigMapRestored reads the n ConfigMaps writeConfigMaps wrote through
+// the kubeconfig of the Cluster created again, and checks that each is back
+// with its content, restored from the newest snapshot, its final one.
+func everyConfigMapRestored(t testing.TB, s *backupStore, key client.ObjectKey, n int) {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	eventually(t, time.Minute, "status.etcd.restoredFrom", func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if hcp.Status.Etcd.RestoredFrom == nil {
+			return fmt.Errorf("EtcdRestored: %+v", conditions.Get(hcp, v1alpha1.EtcdRestoredCondition))
+		}
+		return nil
+	})
+	keys := s.snapshotKeys(t, key)
+	require.Equal(t, keys[len(keys)-1], hcp.Status.Etcd.RestoredFrom.Key)
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	list, err := hosted.CoreV1().ConfigMaps("bk").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	found := map[string]string{}
+	for _, cm := range list.Items {
+		found[cm.Name] = cm.Data["content"]
+	}
+	for i := range n {
+		name := fmt.Sprintf("cm-%04d", i)
+		require.Equal(t, fmt.Sprintf("content-%04d", i), found[name], name)
+	}
+	require.Len(t, found, n+1, "the ConfigMaps and the namespace's root CA")
+}
+
+// snapshotKeys are the snapshots of the Cluster key, oldest first.
+func (s *backupStore) snapshotKeys(t testing.TB, key client.ObjectKey) []string {
 	var keys []string
 	for obj := range s.client.ListObjects(testContext(t), s.bucket, minio.ListObjectsOptions{Prefix: key.Namespace + "/" + key.Name + "/"}) {
 		require.NoError(t, obj.Err)
 		keys = append(keys, obj.Key)
 	}
+	return keys
+}
+
+// writeConfigMaps writes n ConfigMaps of known content into the namespace
+// bk through the Cluster's kubeconfig.
+func writeConfigMaps(t testing.TB, key client.ObjectKey, n int) {
+	cfg := hostedConfig(t, key.Namespace, key.Name)
+	// client-go's default of 5 requests a second would make this minutes.
+	cfg.QPS, cfg.Burst = 500, 500
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := testContext(t)
+	_, err = hosted.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bk"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			_, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)}, Data: map[string]string{"content": fmt.Sprintf("content-%04d", i)},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	t.Logf("%d ConfigMaps written in %s", n, time.Since(start).Round(time.Second))
+}
+
+// backUp turns on backups of the Cluster's control plane into the store, on
+// a yearly schedule, and asks for a snapshot now if told to.
+func backUp(t testing.TB, s *backupStore, key client.ObjectKey, now bool) *v1alpha1.HostedControlPlane {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	before := hcp.DeepCopy()
+	hcp.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To(s.secretNamespace)}}
+	if now {
+		hcp.Annotations = map[string]string{v1alpha1.BackupNowAnnotation: "e2e"}
+	}
+	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	return hcp
+}
+
+// finalSnapshotStored checks that deleting the Cluster stored one more
+// snapshot than last.
+func finalSnapshotStored(t *testing.T, s *backupStore, key client.ObjectKey, last string) {
+	keys := s.snapshotKeys(t, key)
 	require.Len(t, keys, 2, "the snapshot asked for and the final one")
 	require.Equal(t, last, keys[0])
 }

@@ -84,6 +84,31 @@ func BenchmarkEtcdMembership(b *testing.B) {
 	fmt.Printf("BENCH etcd_member_replace_s %.3f s\n", replace.Seconds())
 }
 
+// restoreObjects is how many ConfigMaps BenchmarkEtcdRestore restores.
+const restoreObjects = 10000
+
+// BenchmarkEtcdRestore prints, as a BENCH line, how long a Cluster created
+// again with restore: latest takes to be Available, its etcd restored from
+// the final snapshot of the Cluster it replaces, which held restoreObjects
+// ConfigMaps; all of them are then read back.
+func BenchmarkEtcdRestore(b *testing.B) {
+	ns := namespace(b, "bench-restore")
+	key := client.ObjectKey{Namespace: ns, Name: "bench-restore"}
+	store := startBackupStore(b)
+	apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 2, 3))
+	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
+	writeConfigMaps(b, key, restoreObjects)
+	backUp(b, store, key, false)
+	deleteClusters(b, key) // stores the final snapshot
+	start := time.Now()
+	apply(b, ns, restoredCluster(key.Name, images.KubeVersion, store.secretNamespace))
+	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
+	restore := time.Since(start)
+	everyConfigMapRestored(b, store, key, restoreObjects)
+	deleteClusters(b, key)
+	fmt.Printf("BENCH restore_10k_objects_s %.3f s\n", restore.Seconds())
+}
+
 // controlPlaneRSS sums the resident memory of every process in the
 // containers of a Cluster's control plane pods, read from their cgroups.
 func controlPlaneRSS(b *testing.B, ns, name string) float64 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,7 +66,8 @@ spec:
 // from the host; the API servers scale up and down under a polling client
 // that sees no failed request; a snapshot of its etcd holding 2,000
 // ConfigMaps lands in S3 (versitygw) when asked for; deleting the Cluster
-// takes a final snapshot and removes every object and pod.
+// takes a final snapshot and removes every object and pod; the Cluster
+// created again with restore: latest has every ConfigMap back.
 func TestHostedControlPlane(t *testing.T) {
 	ns := namespace(t, "direct")
 	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3))
@@ -124,6 +126,23 @@ func TestHostedControlPlane(t *testing.T) {
 		finalSnapshotStored(t, store, key, hcp.Status.Etcd.LastBackupKey)
 		podsAndClaimsGone(t, ns)
 	})
+
+	t.Run("the Cluster created again with restore: latest has every ConfigMap back", func(t *testing.T) {
+		start := time.Now()
+		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace))
+		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+		t.Logf("Available %s after the Cluster was created again from its final snapshot", time.Since(start).Round(time.Second))
+		everyConfigMapRestored(t, store, key, backupConfigMaps)
+		deleteClusters(t, key)
+	})
+}
+
+// restoredCluster is hostedCluster with backups into the store's Secret in
+// secretNamespace and etcd restored from the latest snapshot.
+func restoredCluster(name, version, secretNamespace string) string {
+	return strings.Replace(hostedCluster(name, version, 2, 3), "etcd: {replicas: 3, volumeSize: 1Gi}", fmt.Sprintf(
+		`etcd: {replicas: 3, volumeSize: 1Gi, backup: {schedule: "0 0 1 1 *", secret: {name: s3, namespace: %s}}, restore: {snapshot: latest}}`,
+		secretNamespace), 1)
 }
 
 // assertReadyPods checks that the Deployment or StatefulSet name has want

@@ -214,7 +214,7 @@ func apply(t testing.TB, ns, yaml string) {
 // hostedConfig is the client configuration of the admin kubeconfig the
 // provider wrote for a Cluster, as a user on the host uses it: names of the
 // Gateway's domain resolve as the machine's DNS would publish them.
-func hostedConfig(t *testing.T, ns, clusterName string) *rest.Config {
+func hostedConfig(t testing.TB, ns, clusterName string) *rest.Config {
 	t.Helper()
 	kubeconfig, err := local.Kubeconfig(testContext(t), k8s, client.ObjectKey{Namespace: ns, Name: clusterName})
 	require.NoError(t, err)

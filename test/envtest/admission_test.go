@@ -303,6 +303,22 @@ func TestRejectsBadInput(t *testing.T) {
 			tmpl(`{gateway: {name: capi}}`),
 			"spec.template.spec.gateway.namespace: Required value",
 		},
+		"restore without backup": {
+			hcp(`{version: v1.33.0, etcd: {restore: {snapshot: latest}}}`),
+			"spec.etcd.restore: Forbidden: needs spec.etcd.backup: the snapshot is read from the store that spec.etcd.backup.secret names; set spec.etcd.backup with that secret",
+		},
+		"restore of a key that is no snapshot's": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@daily", secret: {name: s3}}, restore: {snapshot: "prod/snapshot.db"}}}`),
+			`spec.etcd.restore.snapshot: Invalid value: "prod/snapshot.db": must be "latest" or an object key as status.etcd.lastBackupKey shows it, such as "ns/name/20260102T030405.000Z-rev1234.db"`,
+		},
+		"restore from a malformed cluster": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@daily", secret: {name: s3}}, restore: {fromCluster: prod}}}`),
+			`spec.etcd.restore.fromCluster: Invalid value: "prod": must be <namespace>/<name> of the Cluster whose snapshots to look in, such as team-a/prod`,
+		},
+		"template restore": {
+			tmpl(`{etcd: {backup: {schedule: "@daily", secret: {name: s3}}, restore: {snapshot: latest}}}`),
+			"spec.template.spec.etcd.restore: Forbidden: not supported yet in a template: a restore is set on the HostedControlPlane of one Cluster, when it is created",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj, err := create(t, ns, tc.manifest)
@@ -416,6 +432,29 @@ func TestRejectsBadUpdates(t *testing.T) {
 		"owned arg added": {
 			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Args = map[string]string{"data-dir": "/tmp"} },
 			want:   "spec.etcd.args[data-dir]: Forbidden: set by the controller (it is where the member's volume is mounted); remove it",
+		},
+		"restore added": {
+			change: func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+				h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot}
+			},
+			want: "spec.etcd.restore: Forbidden: cannot be added, changed or removed: etcd is restored only before it first starts; set it when creating the control plane",
+		},
+		"restore removed": {
+			base: func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+				h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{}
+			},
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore = nil },
+			want:   "spec.etcd.restore: Forbidden: cannot be added, changed or removed",
+		},
+		"restore changed": {
+			base: func(h *v1alpha1.HostedControlPlane) {
+				h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+				h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{}
+			},
+			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore.FromCluster = "team-a/prod" },
+			want:   "spec.etcd.restore: Forbidden: cannot be added, changed or removed",
 		},
 		"invalid on update too": {
 			change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](4) },

@@ -94,6 +94,19 @@
 // dev`, then still rolls it). A rollout that raises the quota may start under
 // a NOSPACE alarm. Without etcd's member list nothing is resized.
 //
+// # Restore
+//
+// With spec.etcd.restore each member's pod first runs the etcd-restore init
+// container (cmd/etcd-restore, package restore), with the etcd container's
+// own --name, --data-dir, --initial-advertise-peer-urls and
+// --initial-cluster-token and its membership variables, and the snapshot's
+// key, presigned URL and CA from the Secret <cluster>-etcd-restore as
+// environment variables (a volume would roll the pods each time the URL is
+// renewed). The backup controller writes that Secret (internal/backup);
+// until it does, no member starts. A member that founds the cluster on an
+// empty volume restores the snapshot; any other does nothing. Existing
+// tells from the members ConfigMap whether etcd ever answered.
+//
 // Of the renderer it imports only the building blocks (render), the
 // readiness rules and the applier's digest, so that the extension, which
 // only checks health, carries no other component.

@@ -213,7 +213,7 @@ func recorded(ctx context.Context, r client.Reader, in render.Input) (*render.Et
 	if err != nil {
 		return nil, fmt.Errorf("read the etcd members ConfigMap: %w", err)
 	}
-	m := &render.EtcdMembership{Existing: cm.Data[initialClusterStateEnv] == "existing"}
+	m := &render.EtcdMembership{Existing: Existing(cm)}
 	for entry := range strings.SplitSeq(cm.Data[initialClusterEnv], ",") {
 		if name, _, ok := strings.Cut(entry, "="); ok {
 			m.Members = append(m.Members, render.EtcdMember{Name: name})
@@ -224,6 +224,11 @@ func recorded(ctx context.Context, r client.Reader, in render.Input) (*render.Et
 	}
 	return m, nil
 }
+
+// Existing is whether the members ConfigMap records the members of a
+// running etcd, which the controller does once etcd answered, rather than
+// those a new one is founded with.
+func Existing(cm *corev1.ConfigMap) bool { return cm.Data[initialClusterStateEnv] == "existing" }
 
 // MemberStatuses are the members as the status reports them; nil when etcd
 // did not answer.

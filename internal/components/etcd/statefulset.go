@@ -22,6 +22,9 @@ const (
 	metricsPort = 2381
 )
 
+// dataMount is where a member's volume is mounted.
+const dataMount = "/var/lib/etcd"
+
 // memberURL is the URL of a member on port, by its DNS name.
 func memberURL(in render.Input, member string, port int) string {
 	return fmt.Sprintf("https://%s.%s.%s.svc:%d", member, contract.EtcdPeerServiceName(in.ClusterName()), in.Namespace(), port)
@@ -32,7 +35,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	spec := in.ControlPlane.Spec.Etcd
 	args := render.Flags(map[string]string{
 		"name":                        "$(POD_NAME)",
-		"data-dir":                    "/var/lib/etcd/data",
+		"data-dir":                    dataMount + "/data",
 		"listen-client-urls":          fmt.Sprintf("https://0.0.0.0:%d", contract.EtcdClientPort),
 		"advertise-client-urls":       memberURL(in, "$(POD_NAME)", contract.EtcdClientPort),
 		"listen-peer-urls":            fmt.Sprintf("https://0.0.0.0:%d", peerPort),
@@ -71,13 +74,16 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	c.ReadinessProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 3)
 	c.LivenessProbe = render.Probe("/livez", metricsPort, corev1.URISchemeHTTP, 8)
 	c.StartupProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 60)
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: dataMount}}
 
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.EtcdComponent))}
 	render.MountSecrets(&pod, &c,
 		render.SecretVolume{Name: "server", Secret: ServerSecret(in), Path: "/etc/etcd/pki/server"},
 		render.SecretVolume{Name: "peer", Secret: PeerSecret(in), Path: "/etc/etcd/pki/peer"})
 	pod.Containers = []corev1.Container{c}
+	if restore, ok := restoreContainer(in, c); ok {
+		pod.InitContainers = []corev1.Container{restore}
+	}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
 	return &appsv1.StatefulSet{

@@ -26,11 +26,17 @@ type Settings struct {
 	// TunnelImage is the image of cmd/tunnel, which carries the workload
 	// cluster's kubernetes Service to its API server in gateway mode.
 	TunnelImage string
+	// EtcdRestoreImage is the image of cmd/etcd-restore, which restores an
+	// etcd member from a snapshot before it starts.
+	EtcdRestoreImage string
 }
 
 // DefaultSettings are the settings of a controller started without flags.
 func DefaultSettings() Settings {
-	return Settings{Registry: "registry.k8s.io", ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage}
+	return Settings{
+		Registry: "registry.k8s.io", ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage,
+		EtcdRestoreImage: contract.DefaultEtcdRestoreImage,
+	}
 }
 
 // Observed is what the controller read from the clusters before rendering.

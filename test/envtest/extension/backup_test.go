@@ -74,7 +74,7 @@ func startBackups(t testing.TB, ns string, opts backup.Options) {
 
 // backedUpControlPlane creates a Cluster and its HostedControlPlane with
 // spec.etcd.backup as a user writes it, owned as Cluster API owns it.
-func backedUpControlPlane(t testing.TB, ns, cluster, name string, b v1alpha1.EtcdBackup) *v1alpha1.HostedControlPlane {
+func backedUpControlPlane(t testing.TB, ns, cluster, name string, b v1alpha1.EtcdBackup, changes ...func(*v1alpha1.HostedControlPlane)) *v1alpha1.HostedControlPlane {
 	t.Helper()
 	ctx := testContext(t)
 	c := &clusterv1.Cluster{}
@@ -90,6 +90,9 @@ func backedUpControlPlane(t testing.TB, ns, cluster, name string, b v1alpha1.Etc
 		Spec: v1alpha1.HostedControlPlaneSpec{Version: "v1.35.2"},
 	}
 	hcp.Spec.Etcd.Backup = &b
+	for _, change := range changes {
+		change(hcp)
+	}
 	require.NoError(t, k8s.Create(ctx, hcp))
 	return hcp
 }

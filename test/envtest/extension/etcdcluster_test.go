@@ -70,6 +70,18 @@ func startEtcd(t testing.TB, cluster, namespace string) *etcdCluster {
 // members in all.
 func startEtcdOf(t testing.TB, cluster, namespace string, n, room int) *etcdCluster {
 	t.Helper()
+	c := newEtcdCluster(t, cluster, namespace, n, room)
+	for i := range n {
+		c.start(i)
+	}
+	c.waitHealthy()
+	return c
+}
+
+// newEtcdCluster is a cluster of n members with addresses for room members
+// in all, none of them started yet.
+func newEtcdCluster(t testing.TB, cluster, namespace string, n, room int) *etcdCluster {
+	t.Helper()
 	c := &etcdCluster{t: t, cluster: cluster, namespace: namespace, ca: newCA(t, "etcd-ca"), dir: t.TempDir(), state: "new"}
 	// A serving certificate is a client one too: etcd's gateway dials itself with it.
 	c.serverCert, c.serverKey = issue(t, c.ca, "etcd", contract.EtcdServerName(cluster, namespace))
@@ -83,15 +95,11 @@ func startEtcdOf(t testing.TB, cluster, namespace string, n, room int) *etcdClus
 	for i := range n {
 		c.initial = append(c.initial, i)
 	}
-	for i := range n {
-		c.start(i)
-	}
 	t.Cleanup(func() {
 		for i := range c.members {
 			c.stop(i)
 		}
 	})
-	c.waitHealthy()
 	return c
 }
 
@@ -136,19 +144,27 @@ func (c *etcdCluster) peerURL(i int) string {
 	return "http://" + net.JoinHostPort(c.ips[i], strconv.Itoa(c.peerPort))
 }
 
-// start starts member i, or restarts it on its data.
-func (c *etcdCluster) start(i int) {
-	c.t.Helper()
+// initialCluster is the --initial-cluster members start with.
+func (c *etcdCluster) initialCluster() string {
 	var initial []string
 	for _, j := range c.initial {
 		initial = append(initial, c.memberName(j)+"="+c.peerURL(j))
 	}
+	return strings.Join(initial, ",")
+}
+
+// dataDir is member i's --data-dir.
+func (c *etcdCluster) dataDir(i int) string { return filepath.Join(c.dir, c.memberName(i)) }
+
+// start starts member i, or restarts it on its data.
+func (c *etcdCluster) start(i int) {
+	c.t.Helper()
 	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "etcd")
 	p, err := envtest.StartProcess(bin, nil,
-		"--name="+c.memberName(i), "--data-dir="+filepath.Join(c.dir, c.memberName(i)),
+		"--name="+c.memberName(i), "--data-dir="+c.dataDir(i),
 		"--listen-client-urls=https://"+c.endpoint(i), "--advertise-client-urls=https://"+c.endpoint(i),
 		"--listen-peer-urls="+c.peerURL(i), "--initial-advertise-peer-urls="+c.peerURL(i),
-		"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state="+c.state, "--initial-cluster-token="+c.cluster,
+		"--initial-cluster="+c.initialCluster(), "--initial-cluster-state="+c.state, "--initial-cluster-token="+c.cluster,
 		"--cert-file="+filepath.Join(c.dir, "server.crt"), "--key-file="+filepath.Join(c.dir, "server.key"),
 		"--trusted-ca-file="+filepath.Join(c.dir, "ca.crt"), "--client-cert-auth",
 		"--quota-backend-bytes=104857600", "--heartbeat-interval=200", "--election-timeout=2000",
@@ -171,7 +187,7 @@ func (c *etcdCluster) join(i int, members []int) {
 func (c *etcdCluster) remove(i int) {
 	c.t.Helper()
 	c.stop(i)
-	require.NoError(c.t, os.RemoveAll(filepath.Join(c.dir, c.memberName(i))))
+	require.NoError(c.t, os.RemoveAll(c.dataDir(i)))
 }
 
 // stop stops member i; its data stays for a restart.

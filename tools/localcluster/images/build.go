@@ -93,7 +93,7 @@ func kubeBuild() build {
 func builds() []build {
 	// This repository's binaries: the product's, and the two the local
 	// cluster runs in pods, from this tool's own module.
-	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./cmd/tunnel"))
+	own := goBuild("dev", ".", "-s -w", cmd("./cmd/controller"), cmd("./cmd/extension"), cmd("./cmd/tunnel"), cmd("./cmd/etcd-restore"))
 	own.fresh = true
 	harness := goBuild("dev", "tools/localcluster", "-s -w", cmd("./cmd/cert-manager"), cmd("./cmd/probe"))
 	harness.fresh = true

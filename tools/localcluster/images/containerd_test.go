@@ -73,6 +73,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, []string{"/controller", "--help"}, ""},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-extension:" + DevTag, []string{"/extension", "--help"}, ""},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:" + DevTag, []string{"/tunnel", "--help"}, "usage: tunnel server|node"},
+		{"ghcr.io/hostedcp/cluster-api-provider-hosted-etcd-restore:" + DevTag, []string{"/etcd-restore", "--help"}, "etcd's --initial-cluster-token"},
 		{ProbeImage, []string{"/probe", "--version"}, "probe dev"},
 	} {
 		args := append([]string{"run", "--rm", "--net-host", run.ref, fmt.Sprintf("images-test-%d", i)}, run.args...)

@@ -11,8 +11,8 @@
 // empty image, one layer of files and a config with the entrypoint, tagged
 // with the reference the pods name, ready for
 // `ctr -n k8s.io images import`. This repository's own controller,
-// extension and tunnel, and the cert-manager command built from it, are
-// rebuilt on every call.
+// extension, tunnel and etcd-restore, and the cert-manager command built
+// from it, are rebuilt on every call.
 //
 // Ensure builds whatever is missing and returns the images; HostBinaries
 // names the Kubernetes and etcd binaries the harness runs as processes.

@@ -81,6 +81,7 @@ func catalog(bin string, netfilter []file) []image {
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:" + DevTag, "controller"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-extension:" + DevTag, "extension"},
 		{"ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:" + DevTag, "tunnel"},
+		{"ghcr.io/hostedcp/cluster-api-provider-hosted-etcd-restore:" + DevTag, "etcd-restore"},
 		{ProbeImage, "probe"},
 	} {
 		img := rootImage(own.ref, filepath.Join(bin, "dev", own.binary))

@@ -62,10 +62,11 @@ func TestCatalog(t *testing.T) {
 		"registry.k8s.io/kas-network-proxy/proxy-server:" + KonnectivityVersion, "registry.k8s.io/pause:" + PauseVersion,
 		"docker.io/library/traefik:" + TraefikVersion,
 		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", "ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:dev", ProbeImage,
+		"ghcr.io/hostedcp/cluster-api-provider-hosted-etcd-restore:dev",
 	} {
 		assert.True(t, refs[want], want)
 	}
-	assert.Len(t, list, 19)
+	assert.Len(t, list, 20)
 	assert.Equal(t, "/bin-root/kube/"+KubeVersion+"/kube-scheduler", list[2].files[0].src)
 	assert.Equal(t, "/usr/local/bin/kube-scheduler", list[2].files[0].path)
 	assert.Equal(t, filepath.Join("root", "bin", "kube", KubeVersion, "etcd"), HostBinaries("root")["etcd"])
