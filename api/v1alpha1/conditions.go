@@ -94,7 +94,13 @@ const (
 	// the space its deleted data held.
 	EtcdDefragmentedReason = "EtcdDefragmented"
 	// EtcdNoSpaceReason: etcd raised its NOSPACE alarm and refuses writes.
-	EtcdNoSpaceReason            = "EtcdNoSpace"
+	EtcdNoSpaceReason = "EtcdNoSpace"
+	// EtcdVolumesGrowingReason: the members' volumes grow to
+	// spec.etcd.volumeSize; the quota follows once every one has grown.
+	EtcdVolumesGrowingReason = "EtcdVolumesGrowing"
+	// EtcdVolumeNotExpandableReason: the StorageClass of the members'
+	// volumes does not allow expansion, so they cannot grow.
+	EtcdVolumeNotExpandableReason = "EtcdVolumeNotExpandable"
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"

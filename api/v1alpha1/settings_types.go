@@ -268,10 +268,13 @@ type EtcdSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// volumeSize of each member's volume, 2Gi when unset, at least 1Gi and at most 1Ti.
-	// It never shrinks, grows only before etcd runs (growing the volumes of
-	// a running etcd is not supported yet), and once set it cannot be
-	// removed. etcd's backend quota (--quota-backend-bytes)
-	// follows it, leaving the volume room for the write-ahead log and for
+	// It never goes below the volumes (status.etcd.volumeSize), and once set
+	// it cannot be removed. Raised on a running etcd, the members' volume
+	// claims grow in place when their StorageClass allows expansion
+	// (otherwise the EtcdReady condition says so, and it can be put back to
+	// status.etcd.volumeSize). etcd's backend quota (--quota-backend-bytes)
+	// follows the smallest member's volume, once every one has grown, in a
+	// rolling restart of the members, leaving the volume room for the write-ahead log and for
 	// the second copy of the database that a defragmentation writes:
 	// (volumeSize - volumeSize/16 - 512Mi) / 2, at least 128Mi and at most
 	// 8Gi (reached from about 18Gi), so 704Mi for 2Gi and 3.5Gi for 8Gi.

@@ -366,22 +366,20 @@ func validateVolumeGrowth(path *field.Path, old, hcp *v1alpha1.HostedControlPlan
 		}
 		return nil
 	}
-	for _, had := range []*resource.Quantity{old.Spec.Etcd.VolumeSize, old.Status.Etcd.VolumeSize} {
-		if had != nil && want.Cmp(*had) < 0 {
-			return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
-				"cannot shrink etcd volumes from %s to %s: volumes only grow; set %s or more", had, want, had))}
-		}
+	if had := old.Spec.Etcd.VolumeSize; had != nil && want.Cmp(*had) == 0 {
+		return nil // unchanged, whatever the volumes became meanwhile
 	}
-	// Volumes exist once a claim was bound (status.etcd.volumeSize) or a
-	// member was reported.
-	running := old.Status.Etcd.VolumeSize != nil || len(old.Status.Etcd.Members) > 0
-	had := contract.EtcdVolumeSize(old)
-	if given := old.Status.Etcd.VolumeSize; given != nil && given.Cmp(had) > 0 {
-		had = *given
+	// Volumes never shrink: the spec goes no lower than the volumes are
+	// (status.etcd.volumeSize, the smallest a member has) or, before one is
+	// bound, than it was. Down to the volumes it may go back: a growth
+	// their StorageClass refused left them as they were.
+	floor := old.Spec.Etcd.VolumeSize
+	if observed := old.Status.Etcd.VolumeSize; observed != nil {
+		floor = observed
 	}
-	if running && want.Cmp(had) > 0 {
+	if floor != nil && want.Cmp(*floor) < 0 {
 		return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
-			"not supported yet: growing the volumes of a running etcd (from %s to %s); set %s back", had.String(), want, had.String()))}
+			"cannot shrink etcd volumes from %s to %s: volumes only grow; set %s or more", floor, want, floor))}
 	}
 	return nil
 }

@@ -79,21 +79,38 @@ func TestVolumeNeverShrinksBelowWhatAutoGrowReached(t *testing.T) {
 	assert.Empty(t, validateVolumeGrowth(field.NewPath("v"), old, hcp))
 }
 
-// The volumes of a running etcd do not grow yet: admission says so rather
-// than accepting a size no volume gets. Before any volume exists the size
-// is free, and a size equal to the one running (the default made explicit)
-// is no growth.
-func TestVolumeGrowthOfARunningEtcdIsNotSupportedYet(t *testing.T) {
+// The volumes of a running etcd grow; the spec may then go back down to
+// the size the volumes have (a growth the StorageClass refused), never
+// below; and a spec left as it was is never refused for what the volumes
+// became meanwhile.
+func TestVolumeGrowsOnARunningEtcdAndMayBePutBack(t *testing.T) {
+	path := field.NewPath("spec", "etcd", "volumeSize")
 	old := &v1alpha1.HostedControlPlane{}
+	old.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
+	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
 	hcp := old.DeepCopy()
-	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi"))
-	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "nothing runs yet")
-
-	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
-	assert.EqualError(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp).ToAggregate(),
-		"spec.etcd.volumeSize: Forbidden: not supported yet: growing the volumes of a running etcd (from 2Gi to 8Gi); set 2Gi back")
 	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
-	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "the default, made explicit")
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "growth of running volumes")
+
+	old, hcp = hcp, hcp.DeepCopy() // grown in the spec, the volumes still 1Gi
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "put back to what the volumes are")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1536Mi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "between the volumes and the spec")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("512Mi"))
+	assert.EqualError(t, validateVolumeGrowth(path, old, hcp).ToAggregate(),
+		"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 1Gi to 512Mi: volumes only grow; set 1Gi or more")
+
+	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("3Gi")) // the provisioner rounded up
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "unchanged")
+
+	fresh := &v1alpha1.HostedControlPlane{}
+	fresh.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi"))
+	hcp = fresh.DeepCopy()
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.ErrorContains(t, validateVolumeGrowth(path, fresh, hcp).ToAggregate(),
+		"cannot shrink etcd volumes from 4Gi to 2Gi", "before a volume is bound, the spec is the floor")
 }
 
 func TestAutoGrowIsNotSupportedYet(t *testing.T) {

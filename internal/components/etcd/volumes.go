@@ -1,0 +1,157 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// claimName is the name of the volume claim template, and so the prefix of
+// each member's claim (data-<pod>).
+const claimName = "data"
+
+// quotaVolume is the volume size the quota follows: spec.etcd.volumeSize,
+// or the smallest volume a member has while they grow to it, so that no
+// member runs with a quota its volume cannot hold.
+func quotaVolume(in render.Input) resource.Quantity {
+	size := contract.EtcdVolumeSize(in.ControlPlane)
+	if c := in.EtcdVolumeCapacity; c != nil && c.Cmp(size) < 0 {
+		return *c
+	}
+	return size
+}
+
+// VolumeUsage is the largest database file a member reports (etcd's
+// dbSize), which is what counts against the backend quota; nil when no
+// member reported one.
+func VolumeUsage(m *render.EtcdMembership) *resource.Quantity {
+	var largest int64
+	for _, member := range m.Members {
+		largest = max(largest, member.DBSize)
+	}
+	if largest == 0 {
+		return nil
+	}
+	return resource.NewQuantity(largest, resource.BinarySI)
+}
+
+// growVolumes grows the volumes of a running etcd to spec.etcd.volumeSize,
+// where their StorageClass allows expansion: each member's claim asks for
+// the new size, and the StatefulSet, whose claim template cannot change, is
+// deleted with its pods orphaned, so that the pass that finds it gone
+// creates it again with the new template and it adopts the running pods
+// (their template is the same, so none restarts). The quota follows once
+// every volume has grown (see quotaVolume), in a rollout of its own. acted
+// tells whether the pass must end here.
+func (c Component) growVolumes(ctx context.Context, r client.Reader, in render.Input, live *appsv1.StatefulSet) (readiness.Outcome, bool, error) {
+	want := contract.EtcdVolumeSize(in.ControlPlane)
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(contract.EtcdComponent))); err != nil {
+		return readiness.Outcome{}, true, fmt.Errorf("list etcd volume claims: %w", err)
+	}
+	var small []*corev1.PersistentVolumeClaim
+	for i := range claims.Items {
+		if claim := &claims.Items[i]; claim.Spec.Resources.Requests.Storage().Cmp(want) < 0 && claim.DeletionTimestamp == nil {
+			small = append(small, claim)
+		}
+	}
+	template := templateSize(live)
+	if len(small) == 0 && template.Cmp(want) == 0 {
+		return readiness.Outcome{}, false, nil
+	}
+	if c.Writer == nil {
+		return readiness.Outcome{}, false, nil // rendering alone
+	}
+	if m := in.Etcd; m != nil && m.Answered && len(m.Problems) > 0 && !onlyNoSpace(m) {
+		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before growing its volumes to %s: %s",
+			want.String(), joinProblems(m.Problems))), true, nil
+	}
+	for _, claim := range small {
+		if out, refused, err := c.expandable(ctx, claim, want); refused || err != nil {
+			return out, true, err
+		}
+	}
+	for _, claim := range small {
+		patch := client.MergeFrom(claim.DeepCopy())
+		claim.Spec.Resources.Requests[corev1.ResourceStorage] = want
+		if err := c.Writer.Patch(ctx, claim, patch); err != nil {
+			return readiness.Outcome{}, true, fmt.Errorf("grow etcd volume claim %s to %s: %w", claim.Name, want.String(), err)
+		}
+	}
+	if len(small) > 0 && c.Events != nil {
+		c.Events.Eventf(in.ControlPlane, nil, corev1.EventTypeNormal, v1alpha1.EtcdVolumesGrowingReason, "GrowVolumes",
+			"growing the volumes of %d etcd members to %s (spec.etcd.volumeSize)", len(small), want.String())
+	}
+	if template.Cmp(want) == 0 {
+		return readiness.Outcome{}, false, nil
+	}
+	if live.DeletionTimestamp == nil {
+		err := c.Writer.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationOrphan),
+			client.Preconditions{UID: ptr.To(live.UID)})
+		if client.IgnoreNotFound(err) != nil {
+			return readiness.Outcome{}, true, fmt.Errorf("delete the etcd StatefulSet, orphaning its pods, to change its volume size: %w", err)
+		}
+	}
+	return poll(readiness.Waiting(v1alpha1.EtcdVolumesGrowingReason,
+		"re-creating the etcd StatefulSet for volumes of %s; its pods keep running", want.String())), true, nil
+}
+
+// expandable tells, through a refusal, when the StorageClass of claim does
+// not allow its volume to grow: the spec can then be put back.
+func (c Component) expandable(ctx context.Context, claim *corev1.PersistentVolumeClaim, want resource.Quantity) (readiness.Outcome, bool, error) {
+	had := claim.Spec.Resources.Requests.Storage().String()
+	name := ptr.Deref(claim.Spec.StorageClassName, "")
+	refuse := func(why string) (readiness.Outcome, bool, error) {
+		return readiness.Problem(v1alpha1.EtcdVolumeNotExpandableReason,
+			"cannot grow the etcd volumes from %s to %s: %s; set spec.etcd.volumeSize back to %s", had, want.String(), why, had), true, nil
+	}
+	if name == "" {
+		return refuse(fmt.Sprintf("volume claim %s has no StorageClass", claim.Name))
+	}
+	class := &storagev1.StorageClass{}
+	err := c.Storage.Get(ctx, client.ObjectKey{Name: name}, class)
+	if apierrors.IsNotFound(err) {
+		return refuse(fmt.Sprintf("StorageClass %s of volume claim %s does not exist", name, claim.Name))
+	}
+	if err != nil {
+		return readiness.Outcome{}, true, fmt.Errorf("read StorageClass %s: %w", name, err)
+	}
+	if !ptr.Deref(class.AllowVolumeExpansion, false) {
+		return refuse(fmt.Sprintf("StorageClass %s does not allow volume expansion (allowVolumeExpansion is not true)", name))
+	}
+	return readiness.Outcome{}, false, nil
+}
+
+// templateSize is the size the StatefulSet's claim template asks for.
+func templateSize(sts *appsv1.StatefulSet) resource.Quantity {
+	for _, t := range sts.Spec.VolumeClaimTemplates {
+		if t.Name == claimName {
+			return *t.Spec.Resources.Requests.Storage()
+		}
+	}
+	return resource.Quantity{}
+}
+
+// volumesGrowing says what a growth still waits for: every member's volume
+// to have the size the spec asks for, which the quota then follows.
+func volumesGrowing(in render.Input) (readiness.Outcome, bool) {
+	have, want := in.EtcdVolumeCapacity, contract.EtcdVolumeSize(in.ControlPlane)
+	if have == nil || have.Cmp(want) >= 0 {
+		return readiness.Outcome{}, false
+	}
+	return poll(readiness.Waiting(v1alpha1.EtcdVolumesGrowingReason,
+		"waiting for every etcd member's volume to grow from %s to %s; the quota follows then", have.String(), want.String())), true
+}
