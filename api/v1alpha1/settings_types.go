@@ -282,10 +282,23 @@ type EtcdSpec struct {
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
-	// autoGrow is reserved for growing the volumes as they fill up; true
-	// is refused as not supported yet.
+	// autoGrow lets the controller grow the volumes as etcd fills them:
+	// once a member's database (its dbSize) reaches 80% of its quota, every
+	// member's volume grows by half, rounded up to a whole GiB, up to
+	// maxVolumeSize, and the quota follows. Each growth waits until the one
+	// before it is done (every volume grown and every member running the
+	// quota it brought). The grown size lives on the volume claims:
+	// volumeSize stays what the user set, and the volumes are the larger of
+	// the two; status.etcd.volumeSize tells what they have. Growing the
+	// volume does not raise a quota set in args, so autoGrow then does
+	// nothing, nor does it beyond 8Gi of quota.
 	// +optional
 	AutoGrow *bool `json:"autoGrow,omitempty"`
+
+	// maxVolumeSize is the most autoGrow grows each member's volume to:
+	// required with autoGrow, at least volumeSize and at most 1Ti.
+	// +optional
+	MaxVolumeSize *resource.Quantity `json:"maxVolumeSize,omitempty"`
 
 	// backup takes scheduled etcd snapshots into S3 compatible storage.
 	// +optional

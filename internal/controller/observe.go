@@ -49,6 +49,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	}
 	if claims := s.facts.etcdClaims; claims != nil {
 		o.EtcdVolumeCapacity = etcd.VolumeSize(claims.Items)
+		o.EtcdVolumeRequest = etcd.VolumeRequest(claims.Items)
 	}
 	s.in = in.With(o)
 }

@@ -109,9 +109,6 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	var errs field.ErrorList
 	if size := etcd.VolumeSize; size != nil {
 		switch {
-		case ptr.Deref(etcd.AutoGrow, false):
-			errs = append(errs, field.Forbidden(path.Child("volumeSize"),
-				"a fixed volumeSize cannot be combined with autoGrow: remove volumeSize to let the controller size the volumes, or set autoGrow to false"))
 		case size.Cmp(MinEtcdVolumeSize) < 0:
 			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), fmt.Sprintf(
 				"must be at least %s: beside its database etcd keeps its write-ahead log (about 512Mi) and the copy a defragmentation writes",
@@ -122,14 +119,37 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 				MaxEtcdVolumeSize.String())))
 		}
 	}
-	if ptr.Deref(etcd.AutoGrow, false) {
-		errs = append(errs, field.Forbidden(path.Child("autoGrow"),
-			"not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize"))
-	}
+	errs = append(errs, validateAutoGrow(path, etcd)...)
 	if etcd.Backup != nil {
 		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
 	}
 	return errs
+}
+
+// validateAutoGrow: autoGrow needs a ceiling, and the ceiling is no less
+// than the volumes start with and within the volume bounds.
+func validateAutoGrow(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
+	most := etcd.MaxVolumeSize
+	if most == nil {
+		if ptr.Deref(etcd.AutoGrow, false) {
+			return field.ErrorList{field.Required(path.Child("maxVolumeSize"),
+				"autoGrow needs the most it may grow each member's volume to, such as 8Gi")}
+		}
+		return nil
+	}
+	least := contract.DefaultEtcdVolumeSize
+	if etcd.VolumeSize != nil {
+		least = *etcd.VolumeSize
+	}
+	switch {
+	case most.Cmp(least) < 0:
+		return field.ErrorList{field.Invalid(path.Child("maxVolumeSize"), most.String(), fmt.Sprintf(
+			"must be at least volumeSize (%s)", least.String()))}
+	case most.Cmp(MaxEtcdVolumeSize) > 0:
+		return field.ErrorList{field.Invalid(path.Child("maxVolumeSize"), most.String(), fmt.Sprintf(
+			"must be at most %s, as volumeSize", MaxEtcdVolumeSize.String()))}
+	}
+	return nil
 }
 
 func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorList {

@@ -113,12 +113,50 @@ func TestVolumeGrowsOnARunningEtcdAndMayBePutBack(t *testing.T) {
 		"cannot shrink etcd volumes from 4Gi to 2Gi", "before a volume is bound, the spec is the floor")
 }
 
-func TestAutoGrowIsNotSupportedYet(t *testing.T) {
-	etcd := &v1alpha1.EtcdSpec{AutoGrow: ptr.To(true)}
-	assert.EqualError(t, validateEtcd(field.NewPath("spec", "etcd"), etcd).ToAggregate(),
-		"spec.etcd.autoGrow: Forbidden: not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize")
-	etcd.AutoGrow = ptr.To(false)
-	assert.Empty(t, validateEtcd(field.NewPath("spec", "etcd"), etcd))
+// autoGrow needs maxVolumeSize, at least volumeSize (2Gi by default) and
+// at most 1Ti; volumeSize is where the volumes start.
+func TestAutoGrowNeedsACeiling(t *testing.T) {
+	path := field.NewPath("spec", "etcd")
+	for name, tc := range map[string]struct {
+		etcd v1alpha1.EtcdSpec
+		want string
+	}{
+		"no ceiling": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true)},
+			want: "spec.etcd.maxVolumeSize: Required value: autoGrow needs the most it may grow each member's volume to, such as 8Gi",
+		},
+		"below the default size": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true), MaxVolumeSize: ptr.To(resource.MustParse("1Gi"))},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "1Gi": must be at least volumeSize (2Gi)`,
+		},
+		"below volumeSize": {
+			etcd: v1alpha1.EtcdSpec{
+				AutoGrow: ptr.To(true), VolumeSize: ptr.To(resource.MustParse("4Gi")), MaxVolumeSize: ptr.To(resource.MustParse("3Gi")),
+			},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "3Gi": must be at least volumeSize (4Gi)`,
+		},
+		"beyond 1Ti": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true), MaxVolumeSize: ptr.To(resource.MustParse("2Ti"))},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "2Ti": must be at most 1Ti, as volumeSize`,
+		},
+		"from volumeSize up to the ceiling": {
+			etcd: v1alpha1.EtcdSpec{
+				AutoGrow: ptr.To(true), VolumeSize: ptr.To(resource.MustParse("1Gi")), MaxVolumeSize: ptr.To(resource.MustParse("16Gi")),
+			},
+		},
+		"a ceiling kept while autoGrow is off": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(false), MaxVolumeSize: ptr.To(resource.MustParse("16Gi"))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := validateEtcd(path, &tc.etcd)
+			if tc.want == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			assert.EqualError(t, errs.ToAggregate(), tc.want)
+		})
+	}
 }
 
 func TestCertSANs(t *testing.T) {

@@ -95,7 +95,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: spec.StorageClassName,
 					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceStorage: contract.EtcdVolumeSize(in.ControlPlane),
+						corev1.ResourceStorage: volumeSize(in),
 					}},
 				},
 			}},

@@ -59,6 +59,9 @@ type Observed struct {
 	// EtcdVolumeCapacity is the smallest capacity a bound volume of an etcd
 	// member has; nil before one is bound.
 	EtcdVolumeCapacity *resource.Quantity
+	// EtcdVolumeRequest is the largest size a claim of an etcd member asks
+	// for (what a growth asked of the volumes); nil before one exists.
+	EtcdVolumeRequest *resource.Quantity
 }
 
 // Credentials are a client certificate, its key and the CA that verifies
