@@ -94,13 +94,7 @@ const (
 	// the space its deleted data held.
 	EtcdDefragmentedReason = "EtcdDefragmented"
 	// EtcdNoSpaceReason: etcd raised its NOSPACE alarm and refuses writes.
-	EtcdNoSpaceReason = "EtcdNoSpace"
-	// EtcdVolumesGrowingReason: the members' volumes grow to
-	// spec.etcd.volumeSize; the quota follows once every one has grown.
-	EtcdVolumesGrowingReason = "EtcdVolumesGrowing"
-	// EtcdVolumeNotExpandableReason: the StorageClass of the members'
-	// volumes does not allow expansion, so they cannot grow.
-	EtcdVolumeNotExpandableReason = "EtcdVolumeNotExpandable"
+	EtcdNoSpaceReason            = "EtcdNoSpace"
 	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	WorkloadUnreachableReason    = "WorkloadClusterUnreachable"
 	DisabledReason               = "Disabled"
@@ -111,4 +105,11 @@ const (
 	// RepairedReason is the reason of the event when the controller undid
 	// someone's deletion or edit of an object in the workload cluster.
 	RepairedReason = "Repaired"
+	// EtcdVolumesGrowingReason: the members' volumes grow (to
+	// spec.etcd.volumeSize, or by autoGrow); the quota follows once every
+	// one has grown.
+	EtcdVolumesGrowingReason = "EtcdVolumesGrowing"
+	// EtcdVolumeNotExpandableReason: the StorageClass of the members'
+	// volumes does not allow expansion, so they cannot grow.
+	EtcdVolumeNotExpandableReason = "EtcdVolumeNotExpandable"
 )
