@@ -125,9 +125,11 @@ func (c Component) growVolumes(ctx context.Context, r client.Reader, in render.I
 	if err := r.List(ctx, claims, client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(contract.EtcdComponent))); err != nil {
 		return readiness.Outcome{}, true, fmt.Errorf("list etcd volume claims: %w", err)
 	}
+	// Only a bound claim can ask for more; one still pending grows once bound.
 	var small []*corev1.PersistentVolumeClaim
 	for i := range claims.Items {
-		if claim := &claims.Items[i]; claim.Spec.Resources.Requests.Storage().Cmp(want) < 0 && claim.DeletionTimestamp == nil {
+		claim := &claims.Items[i]
+		if claim.Status.Phase == corev1.ClaimBound && claim.DeletionTimestamp == nil && claim.Spec.Resources.Requests.Storage().Cmp(want) < 0 {
 			small = append(small, claim)
 		}
 	}
