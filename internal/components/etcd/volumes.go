@@ -106,15 +106,15 @@ func VolumeUsage(m *render.EtcdMembership) *resource.Quantity {
 
 // growVolumes grows the volumes of a running etcd to volumeSize, or to
 // what autoGrow asks (see autoGrowTarget), where their StorageClass allows
-// expansion: each member's claim asks for
-// the new size, and the StatefulSet, whose claim template cannot change, is
-// deleted with its pods orphaned, so that the pass that finds it gone
-// creates it again with the new template and it adopts the running pods
-// (their template is the same, so none restarts). The quota follows once
-// every volume has grown (see quotaVolume), in a rollout of its own. Where
-// the StorageClass refuses, a growth of the spec is held as a problem (the
-// spec can be put back) and one of autoGrow told in a Warning event. acted
-// tells whether the pass must end here.
+// expansion: each member's bound claim asks for the new size, and the
+// StatefulSet, whose claim template cannot change, is deleted with its pods
+// orphaned, so that the pass that finds it gone creates it again with the
+// new template and it adopts the running pods (their template is the same,
+// so none restarts). The quota follows once every volume has grown (see
+// quotaVolume), in a rollout of its own. Where the StorageClass refuses, a
+// growth of the spec is held as a problem (the spec can be put back) and
+// one of autoGrow told in a Warning event. acted tells whether the pass
+// must end here.
 func (c Component) growVolumes(ctx context.Context, r client.Reader, in render.Input, live *appsv1.StatefulSet) (readiness.Outcome, bool, error) {
 	want, cause := volumeSize(in), "spec.etcd.volumeSize"
 	grow, why, auto := autoGrowTarget(in, want)
