@@ -80,6 +80,20 @@ func TestEtcdVolumesGrowInPlace(t *testing.T) {
 
 	rollOutStatefulSet(t, ns, "grows-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.EtcdVolumesGrowingReason)
+	// What the storage driver says of an expansion is told.
+	setStatus(t, claims[0], func(c *corev1.PersistentVolumeClaim) {
+		c.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{
+			Type: corev1.PersistentVolumeClaimControllerResizeError, Status: corev1.ConditionTrue, Message: "the pool is full",
+		}}
+	})
+	waitFor(t, "EtcdReady tells the claim's resize error", func() error {
+		cond := waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.EtcdVolumesGrowingReason)
+		if want := "waiting for every etcd member's volume to grow from 1Gi to 2Gi; the quota follows then; " +
+			"claim data-grows-etcd-0: ControllerResizeError: the pool is full"; cond.Message != want {
+			return fmt.Errorf("message %q", cond.Message)
+		}
+		return nil
+	})
 
 	// The provisioner grows them, one after the other.
 	for _, claim := range claims {

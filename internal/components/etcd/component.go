@@ -72,7 +72,7 @@ func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, ap
 		return out, nil
 	}
 	if out, growing := volumesGrowing(in); growing {
-		return out, nil
+		return resizing(ctx, c, in, out)
 	}
 	want := pods(in)
 	st := sts.Status

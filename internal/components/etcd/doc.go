@@ -107,7 +107,8 @@
 // for the new size, and the StatefulSet, whose claim template cannot change,
 // is deleted with its pods orphaned; the next pass creates it again and it
 // adopts the running pods, whose template is the same. Once every claim
-// has the new capacity, the quota rises in an ordinary rollout. Where the
+// has the new capacity, the quota rises in an ordinary rollout; until then
+// EtcdReady waits, with what the claims' resize conditions say. Where the
 // StorageClass refuses, a growth of the spec holds EtcdReady
 // (EtcdVolumeNotExpandable, and admission lets the spec go back to the
 // volumes), and one of autoGrow is told in a Warning event. VolumeUsage,

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -226,4 +227,31 @@ func volumesGrowing(in render.Input) (readiness.Outcome, bool) {
 	}
 	return poll(readiness.Waiting(v1alpha1.EtcdVolumesGrowingReason,
 		"waiting for every etcd member's volume to grow from %s to %s; the quota follows then", have.String(), want.String())), true
+}
+
+// resizeConditions are the conditions by which a claim tells how its
+// expansion goes, or that it failed.
+var resizeConditions = []corev1.PersistentVolumeClaimConditionType{
+	corev1.PersistentVolumeClaimResizing, corev1.PersistentVolumeClaimFileSystemResizePending,
+	corev1.PersistentVolumeClaimControllerResizeError, corev1.PersistentVolumeClaimNodeResizeError,
+}
+
+// resizing adds to out what the members' claims say of their expansion
+// (the storage driver's progress or error).
+func resizing(ctx context.Context, r client.Reader, in render.Input, out readiness.Outcome) (readiness.Outcome, error) {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(in.Namespace()), client.MatchingLabels(in.Selector(contract.EtcdComponent))); err != nil {
+		return readiness.Outcome{}, fmt.Errorf("list etcd volume claims: %w", err)
+	}
+	for _, claim := range claims.Items {
+		for _, cond := range claim.Status.Conditions {
+			if cond.Status == corev1.ConditionTrue && slices.Contains(resizeConditions, cond.Type) {
+				out.Message += fmt.Sprintf("; claim %s: %s", claim.Name, cond.Type)
+				if cond.Message != "" {
+					out.Message += ": " + cond.Message
+				}
+			}
+		}
+	}
+	return out, nil
 }
