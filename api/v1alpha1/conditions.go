@@ -119,4 +119,11 @@ const (
 	// RepairedReason is the reason of the event when the controller undid
 	// someone's deletion or edit of an object in the workload cluster.
 	RepairedReason = "Repaired"
+	// EtcdVolumesGrowingReason: the members' volumes grow (to
+	// spec.etcd.volumeSize, or by autoGrow); the quota follows once every
+	// one has grown.
+	EtcdVolumesGrowingReason = "EtcdVolumesGrowing"
+	// EtcdVolumeNotExpandableReason: the StorageClass of the members'
+	// volumes does not allow expansion, so they cannot grow.
+	EtcdVolumeNotExpandableReason = "EtcdVolumeNotExpandable"
 )

@@ -158,11 +158,15 @@ type EtcdStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	MemberStatuses []EtcdMemberStatus `json:"memberStatuses,omitempty"`
 
-	// volumeSize is the size of each member's volume.
+	// volumeSize is the smallest capacity a member's bound volume has.
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
-	// volumeUsage is the largest space used on a member's volume.
+	// volumeUsage is the largest database file a member reports (etcd's
+	// dbSize, including the free pages a defragmentation would return), as
+	// last observed: what counts against the backend quota. The write-ahead
+	// log and snapshot files beside it on the volume, for which the quota
+	// leaves room, are not counted.
 	// +optional
 	VolumeUsage *resource.Quantity `json:"volumeUsage,omitempty"`
 

@@ -268,10 +268,13 @@ type EtcdSpec struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// volumeSize of each member's volume, 2Gi when unset, at least 1Gi and at most 1Ti.
-	// It never shrinks, grows only before etcd runs (growing the volumes of
-	// a running etcd is not supported yet), and once set it cannot be
-	// removed. etcd's backend quota (--quota-backend-bytes)
-	// follows it, leaving the volume room for the write-ahead log and for
+	// It never goes below the volumes (status.etcd.volumeSize), and once set
+	// it cannot be removed. Raised on a running etcd, the members' volume
+	// claims grow in place when their StorageClass allows expansion
+	// (otherwise the EtcdReady condition says so, and it can be put back to
+	// status.etcd.volumeSize). etcd's backend quota (--quota-backend-bytes)
+	// follows the smallest member's volume, once every one has grown, in a
+	// rolling restart of the members, leaving the volume room for the write-ahead log and for
 	// the second copy of the database that a defragmentation writes:
 	// (volumeSize - volumeSize/16 - 512Mi) / 2, at least 128Mi and at most
 	// 8Gi (reached from about 18Gi), so 704Mi for 2Gi and 3.5Gi for 8Gi.
@@ -279,10 +282,23 @@ type EtcdSpec struct {
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
-	// autoGrow is reserved for growing the volumes as they fill up; true
-	// is refused as not supported yet.
+	// autoGrow lets the controller grow the volumes as etcd fills them:
+	// once a member's database (its dbSize) reaches 80% of its quota, every
+	// member's volume grows by half, rounded up to a whole GiB, up to
+	// maxVolumeSize, and the quota follows. Each growth waits until the one
+	// before it is done (every volume grown and every member running the
+	// quota it brought). The grown size lives on the volume claims:
+	// volumeSize stays what the user set, and the volumes are the larger of
+	// the two; status.etcd.volumeSize tells what they have. Growing the
+	// volume does not raise a quota set in args, so autoGrow then does
+	// nothing, nor does it beyond 8Gi of quota.
 	// +optional
 	AutoGrow *bool `json:"autoGrow,omitempty"`
+
+	// maxVolumeSize is the most autoGrow grows each member's volume to:
+	// required with autoGrow, at least volumeSize and at most 1Ti.
+	// +optional
+	MaxVolumeSize *resource.Quantity `json:"maxVolumeSize,omitempty"`
 
 	// backup takes scheduled etcd snapshots into S3 compatible storage.
 	// +optional

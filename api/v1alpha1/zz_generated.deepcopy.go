@@ -322,6 +322,11 @@ func (in *EtcdSpec) DeepCopyInto(out *EtcdSpec) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.MaxVolumeSize != nil {
+		in, out := &in.MaxVolumeSize, &out.MaxVolumeSize
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.Backup != nil {
 		in, out := &in.Backup, &out.Backup
 		*out = new(EtcdBackup)

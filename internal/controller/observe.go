@@ -13,6 +13,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -45,6 +46,10 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 			s.held[v1alpha1.EtcdReadyCondition] = failure(err)
 		}
 		o.Etcd = m
+	}
+	if claims := s.facts.etcdClaims; claims != nil {
+		o.EtcdVolumeCapacity = etcd.VolumeSize(claims.Items)
+		o.EtcdVolumeRequest = etcd.VolumeRequest(claims.Items)
 	}
 	s.in = in.With(o)
 }

@@ -129,13 +129,14 @@ func updateStatus(s *scope) {
 		st.Etcd.Members = etcd.Members(m)
 		if m.Answered {
 			st.Etcd.MemberStatuses = etcd.MemberStatuses(m)
+			st.Etcd.VolumeUsage = etcd.VolumeUsage(m)
 		}
 		for i := range st.Etcd.MemberStatuses {
 			st.Etcd.MemberStatuses[i].Healthy = st.Etcd.MemberStatuses[i].Healthy && m.Answered
 		}
 	}
-	if claims := s.facts.etcdClaims; claims != nil {
-		st.Etcd.VolumeSize = etcd.VolumeSize(claims.Items)
+	if s.facts.etcdClaims != nil {
+		st.Etcd.VolumeSize = s.in.EtcdVolumeCapacity
 	}
 }
 

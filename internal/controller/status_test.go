@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -107,8 +108,9 @@ func TestUpdateStatus(t *testing.T) {
 		in: render.Input{Observed: render.Observed{
 			Endpoint: clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443},
 			Etcd: &render.EtcdMembership{Answered: true, Members: []render.EtcdMember{
-				{Name: "demo-etcd-0", ID: 0xa, Healthy: true, Leader: true}, {Name: "demo-etcd-1", ID: 0xb, Learner: true},
+				{Name: "demo-etcd-0", ID: 0xa, Healthy: true, Leader: true, DBSize: 300 << 20}, {Name: "demo-etcd-1", ID: 0xb, Learner: true, DBSize: 100 << 20},
 			}},
+			EtcdVolumeCapacity: ptr.To(resource.MustParse("2Gi")),
 		}},
 		held: map[string]readiness.Outcome{},
 		done: map[string]bool{v1alpha1.ExposureReadyCondition: true},
@@ -136,6 +138,7 @@ func TestUpdateStatus(t *testing.T) {
 		{Name: "demo-etcd-1", ID: "b", Role: v1alpha1.EtcdLearner},
 	}, st.Etcd.MemberStatuses)
 	assert.Equal(t, "2Gi", st.Etcd.VolumeSize.String())
+	assert.Equal(t, "300Mi", st.Etcd.VolumeUsage.String(), "the largest database a member reports")
 	assert.Equal(t, clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}, hcp.Spec.ControlPlaneEndpoint, "the node port filled in")
 	assert.Equal(t, metav1.ConditionTrue, conditions.Get(hcp, v1alpha1.AvailableCondition).Status)
 	assert.Nil(t, conditions.Get(hcp, v1alpha1.CoreDNSReadyCondition), "the workload side says for itself")

@@ -123,9 +123,6 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	var errs field.ErrorList
 	if size := etcd.VolumeSize; size != nil {
 		switch {
-		case ptr.Deref(etcd.AutoGrow, false):
-			errs = append(errs, field.Forbidden(path.Child("volumeSize"),
-				"a fixed volumeSize cannot be combined with autoGrow: remove volumeSize to let the controller size the volumes, or set autoGrow to false"))
 		case size.Cmp(MinEtcdVolumeSize) < 0:
 			errs = append(errs, field.Invalid(path.Child("volumeSize"), size.String(), fmt.Sprintf(
 				"must be at least %s: beside its database etcd keeps its write-ahead log (about 512Mi) and the copy a defragmentation writes",
@@ -136,10 +133,7 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 				MaxEtcdVolumeSize.String())))
 		}
 	}
-	if ptr.Deref(etcd.AutoGrow, false) {
-		errs = append(errs, field.Forbidden(path.Child("autoGrow"),
-			"not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize"))
-	}
+	errs = append(errs, validateAutoGrow(path, etcd)...)
 	if etcd.Backup != nil {
 		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
 	}
@@ -179,6 +173,32 @@ func validateRestore(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList 
 		}
 	}
 	return errs
+}
+
+// validateAutoGrow: autoGrow needs a ceiling, and the ceiling is no less
+// than the volumes start with and within the volume bounds.
+func validateAutoGrow(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
+	most := etcd.MaxVolumeSize
+	if most == nil {
+		if ptr.Deref(etcd.AutoGrow, false) {
+			return field.ErrorList{field.Required(path.Child("maxVolumeSize"),
+				"autoGrow needs the most it may grow each member's volume to, such as 8Gi")}
+		}
+		return nil
+	}
+	least := contract.DefaultEtcdVolumeSize
+	if etcd.VolumeSize != nil {
+		least = *etcd.VolumeSize
+	}
+	switch {
+	case most.Cmp(least) < 0:
+		return field.ErrorList{field.Invalid(path.Child("maxVolumeSize"), most.String(), fmt.Sprintf(
+			"must be at least volumeSize (%s)", least.String()))}
+	case most.Cmp(MaxEtcdVolumeSize) > 0:
+		return field.ErrorList{field.Invalid(path.Child("maxVolumeSize"), most.String(), fmt.Sprintf(
+			"must be at most %s, as volumeSize", MaxEtcdVolumeSize.String()))}
+	}
+	return nil
 }
 
 func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorList {
@@ -419,22 +439,20 @@ func validateVolumeGrowth(path *field.Path, old, hcp *v1alpha1.HostedControlPlan
 		}
 		return nil
 	}
-	for _, had := range []*resource.Quantity{old.Spec.Etcd.VolumeSize, old.Status.Etcd.VolumeSize} {
-		if had != nil && want.Cmp(*had) < 0 {
-			return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
-				"cannot shrink etcd volumes from %s to %s: volumes only grow; set %s or more", had, want, had))}
-		}
+	if had := old.Spec.Etcd.VolumeSize; had != nil && want.Cmp(*had) == 0 {
+		return nil // unchanged, whatever the volumes became meanwhile
 	}
-	// Volumes exist once a claim was bound (status.etcd.volumeSize) or a
-	// member was reported.
-	running := old.Status.Etcd.VolumeSize != nil || len(old.Status.Etcd.Members) > 0
-	had := contract.EtcdVolumeSize(old)
-	if given := old.Status.Etcd.VolumeSize; given != nil && given.Cmp(had) > 0 {
-		had = *given
+	// Volumes never shrink: the spec goes no lower than the volumes are
+	// (status.etcd.volumeSize, the smallest a member has) or, before one is
+	// bound, than it was. Down to the volumes it may go back: a growth
+	// their StorageClass refused left them as they were.
+	floor := old.Spec.Etcd.VolumeSize
+	if observed := old.Status.Etcd.VolumeSize; observed != nil {
+		floor = observed
 	}
-	if running && want.Cmp(had) > 0 {
+	if floor != nil && want.Cmp(*floor) < 0 {
 		return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
-			"not supported yet: growing the volumes of a running etcd (from %s to %s); set %s back", had.String(), want, had.String()))}
+			"cannot shrink etcd volumes from %s to %s: volumes only grow; set %s or more", floor, want, floor))}
 	}
 	return nil
 }

@@ -79,29 +79,84 @@ func TestVolumeNeverShrinksBelowWhatAutoGrowReached(t *testing.T) {
 	assert.Empty(t, validateVolumeGrowth(field.NewPath("v"), old, hcp))
 }
 
-// The volumes of a running etcd do not grow yet: admission says so rather
-// than accepting a size no volume gets. Before any volume exists the size
-// is free, and a size equal to the one running (the default made explicit)
-// is no growth.
-func TestVolumeGrowthOfARunningEtcdIsNotSupportedYet(t *testing.T) {
+// The volumes of a running etcd grow; the spec may then go back down to
+// the size the volumes have (a growth the StorageClass refused), never
+// below; and a spec left as it was is never refused for what the volumes
+// became meanwhile.
+func TestVolumeGrowsOnARunningEtcdAndMayBePutBack(t *testing.T) {
+	path := field.NewPath("spec", "etcd", "volumeSize")
 	old := &v1alpha1.HostedControlPlane{}
+	old.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
+	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
 	hcp := old.DeepCopy()
-	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi"))
-	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "nothing runs yet")
-
-	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
-	assert.EqualError(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp).ToAggregate(),
-		"spec.etcd.volumeSize: Forbidden: not supported yet: growing the volumes of a running etcd (from 2Gi to 8Gi); set 2Gi back")
 	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
-	assert.Empty(t, validateVolumeGrowth(field.NewPath("spec", "etcd", "volumeSize"), old, hcp), "the default, made explicit")
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "growth of running volumes")
+
+	old, hcp = hcp, hcp.DeepCopy() // grown in the spec, the volumes still 1Gi
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Gi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "put back to what the volumes are")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1536Mi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "between the volumes and the spec")
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("512Mi"))
+	assert.EqualError(t, validateVolumeGrowth(path, old, hcp).ToAggregate(),
+		"spec.etcd.volumeSize: Forbidden: cannot shrink etcd volumes from 1Gi to 512Mi: volumes only grow; set 1Gi or more")
+
+	old.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("3Gi")) // the provisioner rounded up
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.Empty(t, validateVolumeGrowth(path, old, hcp), "unchanged")
+
+	fresh := &v1alpha1.HostedControlPlane{}
+	fresh.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi"))
+	hcp = fresh.DeepCopy()
+	hcp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("2Gi"))
+	assert.ErrorContains(t, validateVolumeGrowth(path, fresh, hcp).ToAggregate(),
+		"cannot shrink etcd volumes from 4Gi to 2Gi", "before a volume is bound, the spec is the floor")
 }
 
-func TestAutoGrowIsNotSupportedYet(t *testing.T) {
-	etcd := &v1alpha1.EtcdSpec{AutoGrow: ptr.To(true)}
-	assert.EqualError(t, validateEtcd(field.NewPath("spec", "etcd"), etcd).ToAggregate(),
-		"spec.etcd.autoGrow: Forbidden: not supported yet: the controller does not grow etcd volumes by itself; remove autoGrow and set volumeSize")
-	etcd.AutoGrow = ptr.To(false)
-	assert.Empty(t, validateEtcd(field.NewPath("spec", "etcd"), etcd))
+// autoGrow needs maxVolumeSize, at least volumeSize (2Gi by default) and
+// at most 1Ti; volumeSize is where the volumes start.
+func TestAutoGrowNeedsACeiling(t *testing.T) {
+	path := field.NewPath("spec", "etcd")
+	for name, tc := range map[string]struct {
+		etcd v1alpha1.EtcdSpec
+		want string
+	}{
+		"no ceiling": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true)},
+			want: "spec.etcd.maxVolumeSize: Required value: autoGrow needs the most it may grow each member's volume to, such as 8Gi",
+		},
+		"below the default size": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true), MaxVolumeSize: ptr.To(resource.MustParse("1Gi"))},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "1Gi": must be at least volumeSize (2Gi)`,
+		},
+		"below volumeSize": {
+			etcd: v1alpha1.EtcdSpec{
+				AutoGrow: ptr.To(true), VolumeSize: ptr.To(resource.MustParse("4Gi")), MaxVolumeSize: ptr.To(resource.MustParse("3Gi")),
+			},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "3Gi": must be at least volumeSize (4Gi)`,
+		},
+		"beyond 1Ti": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(true), MaxVolumeSize: ptr.To(resource.MustParse("2Ti"))},
+			want: `spec.etcd.maxVolumeSize: Invalid value: "2Ti": must be at most 1Ti, as volumeSize`,
+		},
+		"from volumeSize up to the ceiling": {
+			etcd: v1alpha1.EtcdSpec{
+				AutoGrow: ptr.To(true), VolumeSize: ptr.To(resource.MustParse("1Gi")), MaxVolumeSize: ptr.To(resource.MustParse("16Gi")),
+			},
+		},
+		"a ceiling kept while autoGrow is off": {
+			etcd: v1alpha1.EtcdSpec{AutoGrow: ptr.To(false), MaxVolumeSize: ptr.To(resource.MustParse("16Gi"))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := validateEtcd(path, &tc.etcd)
+			if tc.want == "" {
+				assert.Empty(t, errs)
+				return
+			}
+			assert.EqualError(t, errs.ToAggregate(), tc.want)
+		})
+	}
 }
 
 func TestCertSANs(t *testing.T) {

@@ -4,28 +4,36 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // A hosted etcd changes its members in place while a client writes to the
 // hosted API server throughout: 1 → 3 → 5 → 3 members, then a member whose
-// pod and volume are deleted comes back as a new member. Every write either
+// pod and volume are deleted comes back as a new member, then the members'
+// volumes grow from 1Gi to 2Gi in place (claims, filesystems and quota),
+// no member restarting but once for the quota. Every write either
 // succeeded or failed with an error a client retries, and every object
 // written is still there at the end.
 func TestEtcdMembership(t *testing.T) {
@@ -56,6 +64,11 @@ func TestEtcdMembership(t *testing.T) {
 			return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, victim)
 		})
 		assert.True(t, replaced, "an event tells that %s was replaced", victim)
+	})
+
+	t.Run("its volumes grow from 1Gi to 2Gi while it runs", func(t *testing.T) {
+		took := growVolumes(t, key, "2Gi")
+		t.Logf("every volume and filesystem at 2Gi and the quota raised %s after asking", took.Round(time.Second))
 	})
 
 	written, failed := w.stop()
@@ -211,4 +224,88 @@ func retryable(err error) bool {
 		}
 	}
 	return false
+}
+
+// growVolumes raises spec.etcd.volumeSize of a control plane of three
+// healthy voters to size, and waits until every member's claim and the
+// filesystem on its volume (the host path of its PersistentVolume, where
+// the pod's volume is mounted) have grown, the quota follows and the three
+// voters are healthy again. No member restarts except once, for the quota.
+// It returns how long that took.
+func growVolumes(t testing.TB, key client.ObjectKey, size string) time.Duration {
+	t.Helper()
+	waitVoters(t, key, 3)
+	ctx := testContext(t)
+	want := resource.MustParse(size)
+	uids := map[string]map[types.UID]bool{}
+	seePods := func() error {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(key.Namespace),
+			client.MatchingLabels{contract.ControlPlaneLabel: key.Name, contract.ComponentLabel: contract.EtcdComponent}); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if uids[p.Name] == nil {
+				uids[p.Name] = map[types.UID]bool{}
+			}
+			uids[p.Name][p.UID] = true
+		}
+		return nil
+	}
+	require.NoError(t, seePods())
+	start := time.Now()
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	patch := client.MergeFrom(hcp.DeepCopy())
+	hcp.Spec.Etcd.VolumeSize = &want
+	require.NoError(t, k8s.Patch(ctx, hcp, patch))
+	quota := "--" + contract.EtcdQuotaFlag + "=" + strconv.FormatInt(contract.EtcdQuota(want), 10)
+	eventually(t, 10*time.Minute, "etcd's volumes grown to "+size, func() error {
+		if err := seePods(); err != nil {
+			return err
+		}
+		for i := range 3 {
+			claim := &corev1.PersistentVolumeClaim{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: fmt.Sprintf("data-%s-etcd-%d", key.Name, i)}, claim); err != nil {
+				return err
+			}
+			if claim.Status.Capacity.Storage().Cmp(want) < 0 {
+				return fmt.Errorf("claim %s has %s", claim.Name, claim.Status.Capacity.Storage())
+			}
+			pv := &corev1.PersistentVolume{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
+				return err
+			}
+			var fs syscall.Statfs_t
+			if err := syscall.Statfs(pv.Spec.HostPath.Path, &fs); err != nil {
+				return err
+			}
+			// XFS keeps a few percent for its log and metadata.
+			if got := int64(fs.Blocks) * fs.Bsize; got < want.Value()*9/10 {
+				return fmt.Errorf("the filesystem of %s holds %d MiB", claim.Name, got>>20)
+			}
+		}
+		sts := &appsv1.StatefulSet{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-etcd"}, sts); err != nil {
+			return err
+		}
+		if !slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, quota) {
+			return fmt.Errorf("the StatefulSet does not run %s yet", quota)
+		}
+		return nil
+	})
+	waitVoters(t, key, 3)
+	took := time.Since(start)
+	require.NoError(t, seePods())
+	for name, seen := range uids {
+		assert.LessOrEqual(t, len(seen), 2, "pod %s restarted only for the quota", name)
+	}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	assert.Equal(t, size, hcp.Status.Etcd.VolumeSize.String())
+	if assert.NotNil(t, hcp.Status.Etcd.VolumeUsage, "status.etcd.volumeUsage") {
+		assert.Positive(t, hcp.Status.Etcd.VolumeUsage.Value())
+		t.Logf("status.etcd.volumeUsage %s", hcp.Status.Etcd.VolumeUsage)
+	}
+	assert.True(t, apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition), "the control plane stays Available")
+	return took
 }

@@ -160,13 +160,13 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, etcd: {replicas: 2}}`),
 			`spec.etcd.replicas: Unsupported value: 2: supported values: "1", "3", "5"`,
 		},
-		"autoGrow with volumeSize": {
+		"autoGrow without a ceiling": {
 			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
-			"spec.etcd.volumeSize: Forbidden: a fixed volumeSize cannot be combined with autoGrow",
+			"spec.etcd.maxVolumeSize: Required value: autoGrow needs the most it may grow each member's volume to, such as 8Gi",
 		},
-		"autoGrow": {
-			hcp(`{version: v1.33.0, etcd: {autoGrow: true}}`),
-			"spec.etcd.autoGrow: Forbidden: not supported yet",
+		"autoGrow ceiling below volumeSize": {
+			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 4Gi, maxVolumeSize: 3Gi}}`),
+			`spec.etcd.maxVolumeSize: Invalid value: "3Gi": must be at least volumeSize (4Gi)`,
 		},
 		"gateway without namespace": {
 			hcp(`{version: v1.33.0, gateway: {name: capi}}`),
@@ -503,6 +503,9 @@ func TestAllowedUpdates(t *testing.T) {
 			h.Spec.Etcd.Replicas = ptr.To[int32](3)
 		},
 		func(h *v1alpha1.HostedControlPlane) { h.Spec.Replicas = ptr.To[int32](4) },
+		func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.AutoGrow, h.Spec.Etcd.MaxVolumeSize = ptr.To(true), ptr.To(resource.MustParse("16Gi"))
+		},
 	}
 	for i, step := range steps {
 		require.NoError(t, update(t, hcp, step), "step %d", i)

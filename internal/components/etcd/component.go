@@ -20,11 +20,13 @@ import (
 // budget and network policy. Its certificates are issued with the others
 // (see Certificates), before any member starts. Clients reach the running
 // etcd to change its membership and keep its databases, Writer deletes the
-// pod and volume of a member replaced, and Events tell what was done;
-// without them (rendering alone) nothing is changed.
+// pod and volume of a member replaced and grows the volumes, Storage reads
+// their StorageClass (not ours, so past the label-scoped cache), and Events
+// tell what was done; without them (rendering alone) nothing is changed.
 type Component struct {
 	Clients *Checker
 	Writer  client.Writer
+	Storage client.Reader
 	Events  events.EventRecorder
 }
 
@@ -68,6 +70,9 @@ func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, ap
 	// catch up) no watch reports, and its pods are not ready until then.
 	if out, changing := membershipProgress(in); changing {
 		return out, nil
+	}
+	if out, growing := volumesGrowing(in); growing {
+		return resizing(ctx, c, in, out)
 	}
 	want := pods(in)
 	st := sts.Status

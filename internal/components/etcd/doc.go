@@ -6,8 +6,8 @@
 // connects with, and their names; the image tags kubeadm pairs with each
 // Kubernetes minor; the preflight that guards a running etcd and changes its
 // membership; the rule by which it is ready; what the status reports of it
-// (Members, MemberStatuses, VolumeSize); and the health check the
-// extension's upgrade gates run.
+// (Members, MemberStatuses, VolumeSize, VolumeUsage); the growth of its
+// volumes; and the health check the extension's upgrade gates run.
 //
 // The controller and the extension reach etcd through one Checker, which
 // keeps a client per member endpoint and cluster and reuses it across
@@ -106,6 +106,27 @@
 // until it does, no member starts. A member that founds the cluster on an
 // empty volume restores the snapshot; any other does nothing. Existing
 // tells from the members ConfigMap whether etcd ever answered.
+//
+// # Volumes
+//
+// Each member's volume is the larger of spec.etcd.volumeSize and what the
+// members' claims ask for (a claim never shrinks), and the quota follows the
+// smallest volume a member has (render.Observed.EtcdVolumeCapacity), so
+// that no member runs with a quota its volume cannot hold. Before anything
+// else Preflight grows the volumes to that size, or to what autoGrow asks:
+// once a member's database fills AutoGrowPercent of its quota, by half,
+// rounded up to a GiB, up to spec.etcd.maxVolumeSize, one growth after the
+// other. Where the claims' StorageClass allows expansion, each claim asks
+// for the new size, and the StatefulSet, whose claim template cannot change,
+// is deleted with its pods orphaned; the next pass creates it again and it
+// adopts the running pods, whose template is the same. Once every claim
+// has the new capacity, the quota rises in an ordinary rollout; until then
+// EtcdReady waits, with what the claims' resize conditions say. Where the
+// StorageClass refuses, a growth of the spec holds EtcdReady
+// (EtcdVolumeNotExpandable, and admission lets the spec go back to the
+// volumes), and one of autoGrow is told in a Warning event. VolumeUsage,
+// for the status, is the largest database a member reports: what counts
+// against the quota, not the write-ahead log beside it.
 //
 // Of the renderer it imports only the building blocks (render), the
 // readiness rules and the applier's digest, so that the extension, which

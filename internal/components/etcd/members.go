@@ -276,3 +276,15 @@ func VolumeSize(claims []corev1.PersistentVolumeClaim) *resource.Quantity {
 	}
 	return smallest
 }
+
+// VolumeRequest is the largest storage request among the members' claims
+// (being deleted or not), nil when there is none.
+func VolumeRequest(claims []corev1.PersistentVolumeClaim) *resource.Quantity {
+	var largest *resource.Quantity
+	for _, c := range claims {
+		if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok && (largest == nil || q.Cmp(*largest) > 0) {
+			largest = &q
+		}
+	}
+	return largest
+}

@@ -27,7 +27,8 @@ import (
 // member answering, no alarm (the package doc says when not). Membership
 // changes are made here, one per pass, through etcd's API (see NextChange);
 // the pass that made one ends, and the next renders the new membership.
-// Before them the databases are kept (see Maintain).
+// Before them the databases are kept (see Maintain), and before anything
+// the volumes grow to spec.etcd.volumeSize (see growVolumes).
 func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
 	live := &appsv1.StatefulSet{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, live)
@@ -36,6 +37,9 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	}
 	if err != nil {
 		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
+	}
+	if out, acted, err := c.growVolumes(ctx, r, in, live); acted || err != nil {
+		return out, err
 	}
 	next, changes := NextChange(in, time.Now())
 	rollout, err := startsRollout(live, statefulSet(in))
@@ -214,7 +218,7 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 	// Its volume goes, and its pod, which the StatefulSet starts again on a
 	// new, empty volume, to join as a learner.
 	for _, obj := range []client.Object{
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: "data-" + next.Name}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: claimName + "-" + next.Name}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace(), Name: next.Name}},
 	} {
 		if err := c.Writer.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {

@@ -41,6 +41,6 @@ func restoreContainer(in render.Input, etcd corev1.Container) (corev1.Container,
 		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: key, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 	}
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: dataMount}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount}}
 	return c, true
 }

@@ -53,7 +53,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		"snapshot-count":              "10000",
 		"auto-compaction-mode":        "periodic",
 		"auto-compaction-retention":   "8h",
-		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(contract.EtcdVolumeSize(in.ControlPlane)), 10),
+		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(quotaVolume(in)), 10),
 	}, spec.Args)
 
 	img := render.Image(in.DefaultImage("etcd", Tag(in.Version())), spec.Image)
@@ -74,7 +74,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	c.ReadinessProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 3)
 	c.LivenessProbe = render.Probe("/livez", metricsPort, corev1.URISchemeHTTP, 8)
 	c.StartupProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 60)
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: dataMount}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount}}
 
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.EtcdComponent))}
 	render.MountSecrets(&pod, &c,
@@ -96,12 +96,12 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 			Selector:            &metav1.LabelSelector{MatchLabels: in.Selector(contract.EtcdComponent)},
 			Template:            in.PodTemplate(in.Labels(contract.EtcdComponent), pod),
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: in.Labels(contract.EtcdComponent)},
+				ObjectMeta: metav1.ObjectMeta{Name: claimName, Labels: in.Labels(contract.EtcdComponent)},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: spec.StorageClassName,
 					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceStorage: contract.EtcdVolumeSize(in.ControlPlane),
+						corev1.ResourceStorage: volumeSize(in),
 					}},
 				},
 			}},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilsnet "k8s.io/utils/net"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -61,6 +62,12 @@ type Observed struct {
 	ClusterCA []byte
 	// Etcd is the membership of the running etcd; nil before it runs.
 	Etcd *EtcdMembership
+	// EtcdVolumeCapacity is the smallest capacity a bound volume of an etcd
+	// member has; nil before one is bound.
+	EtcdVolumeCapacity *resource.Quantity
+	// EtcdVolumeRequest is the largest size a claim of an etcd member asks
+	// for (what a growth asked of the volumes); nil before one exists.
+	EtcdVolumeRequest *resource.Quantity
 }
 
 // Credentials are a client certificate, its key and the CA that verifies

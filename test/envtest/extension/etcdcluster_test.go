@@ -1,6 +1,7 @@
 package extension
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -52,6 +53,8 @@ type etcdCluster struct {
 	// --initial-cluster-state a member starts with.
 	initial []int
 	state   string
+	// quota is the members' --quota-backend-bytes; 100MiB when zero.
+	quota int64
 }
 
 // etcdMembers is the size of the test etcd clusters the extension checks:
@@ -167,7 +170,7 @@ func (c *etcdCluster) start(i int) {
 		"--initial-cluster="+c.initialCluster(), "--initial-cluster-state="+c.state, "--initial-cluster-token="+c.cluster,
 		"--cert-file="+filepath.Join(c.dir, "server.crt"), "--key-file="+filepath.Join(c.dir, "server.key"),
 		"--trusted-ca-file="+filepath.Join(c.dir, "ca.crt"), "--client-cert-auth",
-		"--quota-backend-bytes=104857600", "--heartbeat-interval=200", "--election-timeout=2000",
+		"--quota-backend-bytes="+strconv.FormatInt(cmp.Or(c.quota, 100<<20), 10), "--heartbeat-interval=200", "--election-timeout=2000",
 		"--log-level=warn", "--unsafe-no-fsync")
 	require.NoError(c.t, err)
 	c.members[i] = p

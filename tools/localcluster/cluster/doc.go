@@ -2,7 +2,10 @@
 // without Docker: etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler as processes, one node made of a real kubelet with
 // containerd and runc, a bridge network for pods, kube-proxy and CoreDNS as
-// pods, a LoadBalancer address allocator and a host-path volume provisioner.
+// pods, a LoadBalancer address allocator and a volume provisioner (each
+// volume a sparse file, formatted XFS and loop-mounted on the host path the
+// PersistentVolume names, of the size its claim asks for and grown online
+// when the claim asks for more).
 //
 // Beside it, StartWorker runs worker nodes that join hosted (workload)
 // clusters with `kubeadm join` and a bootstrap token, each a kubelet and a

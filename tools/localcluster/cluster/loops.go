@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // runLoops does what a cloud provider does for the cluster until ctx ends:
 // LoadBalancer Services get an address, claims of the default StorageClass
-// get a host-path volume, and released volumes are removed.
+// get a volume of their size, grown when they ask for more, and released
+// volumes are removed (see provisionVolumes).
 func (c *Cluster) runLoops(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := c.allocateAddresses(ctx); err != nil && ctx.Err() == nil {
@@ -96,70 +93,4 @@ func (c *Cluster) allocateAddresses(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// provisionVolumes makes a host-path PersistentVolume, bound to its claim,
-// for every pending claim of the default StorageClass, and deletes released
-// volumes with their directories.
-func (c *Cluster) provisionVolumes(ctx context.Context) error {
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := c.Client.List(ctx, claims); err != nil {
-		return err
-	}
-	for i := range claims.Items {
-		pvc := &claims.Items[i]
-		if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" ||
-			ptr.Deref(pvc.Spec.StorageClassName, "") != StorageClass {
-			continue
-		}
-		if err := c.provision(ctx, pvc); err != nil {
-			return err
-		}
-	}
-	volumes := &corev1.PersistentVolumeList{}
-	if err := c.Client.List(ctx, volumes); err != nil {
-		return err
-	}
-	for i := range volumes.Items {
-		pv := &volumes.Items[i]
-		if pv.Status.Phase != corev1.VolumeReleased || pv.Annotations["pv.kubernetes.io/provisioned-by"] != provisioner {
-			continue
-		}
-		if err := os.RemoveAll(pv.Spec.HostPath.Path); err != nil {
-			return err
-		}
-		if err := client.IgnoreNotFound(c.Client.Delete(ctx, pv)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Cluster) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
-	name := "pvc-" + string(pvc.UID)
-	path := filepath.Join(c.layout.path("volumes"), name)
-	// Pods write here as whatever user they run as.
-	if err := os.MkdirAll(path, 0o777); err != nil {
-		return err
-	}
-	if err := os.Chmod(path, 0o777); err != nil { //nolint:gosec // see above
-		return err
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": provisioner}},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
-			AccessModes:                   pvc.Spec.AccessModes,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			StorageClassName:              StorageClass,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)},
-			},
-			ClaimRef: &corev1.ObjectReference{
-				Kind: "PersistentVolumeClaim", APIVersion: "v1",
-				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
-			},
-		},
-	}
-	return client.IgnoreAlreadyExists(c.Client.Create(ctx, pv))
 }

@@ -18,11 +18,12 @@ import (
 // Teardown removes everything the cluster in dir started or created, by the
 // process ids, cgroups, mounts and interface it recorded: the kubelet, every
 // container and containerd shim, containerd, the control plane processes,
-// the mounts under dir, the bridge, kube-proxy's rules (with kubeProxy's
-// --cleanup, when given) and the cgroups; and of every worker node (see
-// StartWorker) its kubelet, containers, containerd, kubeadm, mount and
-// network namespaces, veth pair and the host directories it had to create.
-// It keeps dir's logs. It is safe to run when nothing is left.
+// the mounts under dir and the loop devices of its volumes, the bridge,
+// kube-proxy's rules (with kubeProxy's --cleanup, when given) and the
+// cgroups; and of every worker node (see StartWorker) its kubelet,
+// containers, containerd, kubeadm, mount and network namespaces, veth pair
+// and the host directories it had to create. It keeps dir's logs. It is
+// safe to run when nothing is left.
 func Teardown(dir, kubeProxy string) error {
 	st, err := loadState(dir)
 	if err != nil {
@@ -40,6 +41,9 @@ func Teardown(dir, kubeProxy string) error {
 		kill(dir, p.PID, 5*time.Second)
 	}
 	errs = append(errs, unmountUnder(dir))
+	// The volumes' loop devices went with their mounts; any left (a mount
+	// made lazily) go now.
+	errs = append(errs, detachLoops(func(file string) bool { return strings.HasPrefix(file, dir+"/") }))
 	for _, w := range st.Workers {
 		errs = append(errs, w.remove())
 	}
