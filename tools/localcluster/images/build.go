@@ -100,7 +100,7 @@ func builds() []build {
 	return []build{
 		kubeBuild(),
 		pauseBuild(),
-		goBuild("coredns/"+CoreDNSVersion, "hack/coredns", "-s -w", cmd("github.com/coredns/coredns")),
+		goBuild("coredns/"+CoreDNSVersion, "hack/coredns", "-s -w", cmd("github.com/hostedcp/cluster-api-provider-hosted/hack/coredns")),
 		goBuild("konnectivity/"+KonnectivityVersion, "hack/konnectivity", "-s -w",
 			target{"sigs.k8s.io/apiserver-network-proxy/cmd/server", "proxy-server"},
 			target{"sigs.k8s.io/apiserver-network-proxy/cmd/agent", "proxy-agent"}),
