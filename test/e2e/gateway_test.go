@@ -43,8 +43,8 @@ func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluste
 // server from the host, no LoadBalancer Service is made for either, and a
 // client certificate of one is refused by the other. Then the Gateway is
 // deleted under them: ExposureReady and a Warning event say so, and both
-// recover once it is back. It runs beside TestGatewayProblemsAndRecovery:
-// both mostly wait.
+// recover once it is back. It runs in parallel with the tests that do not
+// use the shared Gateway.
 func TestGatewaySharedByTwoClusters(t *testing.T) {
 	t.Parallel()
 	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")

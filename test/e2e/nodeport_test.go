@@ -23,6 +23,7 @@ import (
 // Service was given, and its kubeconfig reaches the API server there from
 // the host.
 func TestNodePortExposure(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "nodeport")
 	apply(t, ns, hostedCluster("nodeport", images.KubeVersion, 1, 1)+"  exposure: {type: NodePort}\n")
 	key := client.ObjectKey{Namespace: ns, Name: "nodeport"}

@@ -42,6 +42,14 @@ var (
 // installed, runs the tests and tears everything down. The tests run only
 // with E2E=1 (make test-e2e sets it), as they need root, containerd, runc and
 // the CNI plugins.
+//
+// Each test works in namespaces of its own. Those that touch what others
+// rely on (the controller's pod, which TestControllerKilledWhileProvisioning
+// kills) or that rely on the shared Gateway staying in place (which
+// TestGatewaySharedByTwoClusters deletes and creates again) run one at a
+// time, first; the rest call t.Parallel and then run beside each other, as
+// many at once as go test's -parallel allows (GOMAXPROCS by default), since
+// they mostly wait for pods and etcd.
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {

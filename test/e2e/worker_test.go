@@ -68,6 +68,7 @@ func workerCluster(name string) string {
 // token, and kubectl logs and exec reach that pod through the hosted API
 // server (via konnectivity). Then the worker and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
+	t.Parallel()
 	workerJoins(t, "worker", "joined", false)
 }
 
