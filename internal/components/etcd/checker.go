@@ -92,13 +92,34 @@ func (c *Checker) Observe(ctx context.Context, t Target) (Observation, error) {
 		return Observation{}, err
 	}
 	o := Observation{Statuses: c.statuses(ctx, clients), Quota: t.Quota}
-	for _, s := range o.Statuses {
-		if s.Err == nil {
-			c.listMembersAndAlarms(ctx, clients[s.Endpoint], &o)
-			break
-		}
+	if s, ok := listFrom(o.Statuses); ok {
+		c.listMembersAndAlarms(ctx, clients[s.Endpoint], &o)
 	}
 	return o, nil
+}
+
+// listFrom is the member to ask for the member list and the alarms: the
+// leader when it answered, otherwise another voter that did. A learner
+// refuses both ("rpc not supported for learner"), so asking the first member
+// that answered, by address, would see no members while a learner with a
+// lower address catches up.
+func listFrom(statuses []Status) (Status, bool) {
+	var voter *Status
+	for i, s := range statuses {
+		if s.Err != nil || s.Learner {
+			continue
+		}
+		if s.MemberID == s.Leader {
+			return s, true
+		}
+		if voter == nil {
+			voter = &statuses[i]
+		}
+	}
+	if voter == nil {
+		return Status{}, false
+	}
+	return *voter, true
 }
 
 // statuses asks all endpoints in parallel, in the order of their addresses.
@@ -123,7 +144,7 @@ func (c *Checker) status(ctx context.Context, endpoint string, cli *clientv3.Cli
 		return Status{Endpoint: endpoint, Err: fmt.Errorf("status of %s: %w", endpoint, err)}
 	}
 	return Status{
-		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(),
+		Endpoint: endpoint, MemberID: resp.GetHeader().GetMemberId(), Leader: resp.GetLeader(), Learner: resp.GetIsLearner(),
 		DBSize: resp.GetDbSize(), DBSizeInUse: resp.GetDbSizeInUse(), DBSizeQuota: resp.GetDbSizeQuota(),
 		Revision: resp.GetHeader().GetRevision(),
 	}

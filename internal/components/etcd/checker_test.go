@@ -66,3 +66,26 @@ func TestCheckerRejectsACAWithoutCertificates(t *testing.T) {
 	})
 	assert.EqualError(t, err, "etcd CA of ns/demo: no PEM encoded certificate")
 }
+
+// The member list comes from the leader, or another voter, never from a
+// learner (which refuses it), whatever the order of their addresses.
+func TestListFromAVoter(t *testing.T) {
+	learner := Status{Endpoint: "10.0.0.15:2379", MemberID: 2, Leader: 1, Learner: true}
+	follower := Status{Endpoint: "10.0.0.2:2379", MemberID: 3, Leader: 1}
+	leader := Status{Endpoint: "10.0.0.9:2379", MemberID: 1, Leader: 1}
+	down := Status{Endpoint: "10.0.0.1:2379", Err: assert.AnError}
+	for name, tc := range map[string]struct {
+		statuses []Status
+		want     string
+	}{
+		"the leader first":         {[]Status{down, learner, follower, leader}, leader.Endpoint},
+		"a voter without a leader": {[]Status{learner, follower}, follower.Endpoint},
+		"a learner with no voter":  {[]Status{down, learner}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok := listFrom(tc.statuses)
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, got.Endpoint)
+		})
+	}
+}

@@ -31,9 +31,11 @@ type Member struct {
 // Status is one endpoint's answer to a status request, or Err when it gave
 // none.
 type Status struct {
-	Endpoint    string
-	MemberID    uint64
-	Leader      uint64
+	Endpoint string
+	MemberID uint64
+	Leader   uint64
+	// Learner is true while the member catches up without a vote.
+	Learner     bool
 	DBSize      int64
 	DBSizeInUse int64
 	DBSizeQuota int64

@@ -28,7 +28,8 @@ var ErrNoMember = errors.New("no etcd member answers with a leader")
 
 // Snapshot opens a snapshot stream from one member of t that answers and
 // knows a leader, a follower when there is one, so the leader keeps its
-// resources for the cluster's writes. The stream is bounded by ctx alone,
+// resources for the cluster's writes; never a learner, which may still be
+// catching up. The stream is bounded by ctx alone,
 // not by the call timeout: a large database takes long to send.
 func (c *Checker) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	clients, err := c.clients(t)
@@ -36,7 +37,7 @@ func (c *Checker) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	statuses := c.statuses(ctx, clients)
-	candidates := slices.DeleteFunc(statuses, func(s Status) bool { return s.Err != nil || s.Leader == 0 })
+	candidates := slices.DeleteFunc(statuses, func(s Status) bool { return s.Err != nil || s.Leader == 0 || s.Learner })
 	if len(candidates) == 0 {
 		return Snapshot{}, ErrNoMember
 	}
