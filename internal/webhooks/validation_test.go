@@ -195,6 +195,29 @@ func errorsOf(change func(*v1alpha1.HostedControlPlane)) []string {
 	return msgs
 }
 
+// change is a case of a valid control plane changed: want is the one error
+// it must give, or "" for none.
+type change struct {
+	name   string
+	change func(*v1alpha1.HostedControlPlane)
+	want   string
+}
+
+func checkChanges(t *testing.T, cases []change) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := errorsOf(tc.change)
+			if tc.want == "" {
+				assert.Empty(t, msgs)
+				return
+			}
+			require.Len(t, msgs, 1, "%q", msgs)
+			assert.Contains(t, msgs[0], tc.want)
+		})
+	}
+}
+
 // assertErrors checks that a valid control plane, changed, fails with the
 // wanted messages in order, and only those.
 func assertErrors(t *testing.T, change func(*v1alpha1.HostedControlPlane), want []string) {
@@ -357,11 +380,7 @@ func TestWarnings(t *testing.T) {
 }
 
 func TestEtcdVolumeAndBackup(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		change func(*v1alpha1.HostedControlPlane)
-		want   string
-	}{
+	checkChanges(t, []change{
 		{"1Ti is the most", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ti")) }, ""},
 		{
 			"1Ei", func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("1Ei")) },
@@ -373,17 +392,7 @@ func TestEtcdVolumeAndBackup(t *testing.T) {
 		{"backup secret namespace", func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To("Backups")}}
 		}, `spec.etcd.backup.secret.namespace: Invalid value: "Backups": must be a namespace name`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			msgs := errorsOf(tc.change)
-			if tc.want == "" {
-				assert.Empty(t, msgs)
-				return
-			}
-			require.Len(t, msgs, 1, "%q", msgs)
-			assert.Contains(t, msgs[0], tc.want)
-		})
-	}
+	})
 }
 
 func TestEtcdRestore(t *testing.T) {
@@ -391,11 +400,7 @@ func TestEtcdRestore(t *testing.T) {
 	restore := func(r v1alpha1.EtcdRestore, b *v1alpha1.EtcdBackup) func(*v1alpha1.HostedControlPlane) {
 		return func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore, h.Spec.Etcd.Backup = &r, b }
 	}
-	for _, tc := range []struct {
-		name   string
-		change func(*v1alpha1.HostedControlPlane)
-		want   string
-	}{
+	checkChanges(t, []change{
 		{"latest", restore(v1alpha1.EtcdRestore{Snapshot: "latest"}, backup), ""},
 		{"latest of another cluster", restore(v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "team-a/prod"}, backup), ""},
 		{"a key", restore(v1alpha1.EtcdRestore{Snapshot: "team-a/prod/20260102T030405.000Z-rev1234.db"}, backup), ""},
@@ -428,17 +433,7 @@ func TestEtcdRestore(t *testing.T) {
 			"a cluster malformed", restore(v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "Team/prod"}, backup),
 			`spec.etcd.restore.fromCluster: Invalid value: "Team/prod": must be <namespace>/<name>`,
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			msgs := errorsOf(tc.change)
-			if tc.want == "" {
-				assert.Empty(t, msgs)
-				return
-			}
-			require.Len(t, msgs, 1, "%q", msgs)
-			assert.Contains(t, msgs[0], tc.want)
-		})
-	}
+	})
 }
 
 func TestEtcdRestoreIsSetOnlyOnCreate(t *testing.T) {
