@@ -1,11 +1,3 @@
-// Command etcd-restore is the init container of each etcd member of a
-// control plane with spec.etcd.restore: it restores the member's data
-// directory from the snapshot the controller chose, before etcd starts, or
-// says why it does nothing (see package restore).
-//
-// Its flags are etcd's own, with the values the etcd container is given;
-// the initial cluster and its state come from etcd's environment variables,
-// the snapshot from the restore Secret's.
 package main
 
 import (
