@@ -183,7 +183,9 @@ func (r *Reconciler) final(ctx context.Context, hcp *v1alpha1.HostedControlPlane
 		return ctrl.Result{}, nil
 	}
 	left := time.Until(hcp.DeletionTimestamp.Add(r.opts.FinalSnapshotTimeout))
-	if last := hcp.Status.Etcd.LastBackupTime; last == nil || last.Before(hcp.DeletionTimestamp) {
+	// Both times are stored to the second: a snapshot begun in the second of
+	// the deletion may have begun before it, so it is not the final one.
+	if last := hcp.Status.Etcd.LastBackupTime; last == nil || !last.After(hcp.DeletionTimestamp.Time) {
 		if left <= 0 {
 			return ctrl.Result{}, r.withoutFinal(ctx, hcp, fmt.Sprintf("none was stored within %s of the deletion", r.opts.FinalSnapshotTimeout))
 		}

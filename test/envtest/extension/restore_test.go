@@ -51,8 +51,8 @@ func TestEtcdRestore(t *testing.T) {
 	startBackups(t, ns, testOptions(30*time.Second))
 	backup := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 
-	// Two snapshots, and the final one of the deletion (unless the second
-	// began in the second of the deletion): latest is the newest.
+	// Two snapshots, and the final one of the deletion: latest is the
+	// newest.
 	hcp := backedUpControlPlane(t, ns, cluster, cluster, backup)
 	last := ""
 	for range 2 {
