@@ -63,8 +63,10 @@ const (
 )
 
 // EtcdRestoredCondition: etcd started from the snapshot spec.etcd.restore
+// names, or was restored in place from the one the restore-etcd annotation
 // names. Its message says what keeps the restore from starting (the
-// store, the Secret or the snapshot missing); no member starts meanwhile.
+// store, the Secret or the snapshot missing), during which no member
+// starts, or how far a restore in place is.
 const EtcdRestoredCondition = "EtcdRestored"
 
 // Reasons of EtcdRestored beside those of BackupReady.
@@ -74,6 +76,12 @@ const (
 	// RestorePendingReason: the snapshot is chosen and etcd's members
 	// restore it before they start.
 	RestorePendingReason = "RestorePending"
+	// StoppingForRestoreReason: a restore in place stops the API servers,
+	// controller-manager and scheduler, then every etcd member.
+	StoppingForRestoreReason = "StoppingForRestore"
+	// RestoringReason: every etcd member restores the snapshot as it
+	// starts again; the API servers wait.
+	RestoringReason = "Restoring"
 )
 
 // Condition reasons.

@@ -15,6 +15,16 @@ const AllowEtcdScaleDownAnnotation = "controlplane.cluster.x-k8s.io/allow-etcd-s
 // controller removes it once the snapshot is stored.
 const BackupNowAnnotation = "controlplane.cluster.x-k8s.io/backup-now"
 
+// RestoreEtcdAnnotation, set on a running HostedControlPlane with
+// spec.etcd.backup to "latest" or to a snapshot's key as
+// status.etcd.lastBackupKey shows it, asks for its etcd to be restored in
+// place from that snapshot (of the control plane's own Cluster's folder for
+// "latest"): the API servers, controller-manager and scheduler stop, every
+// etcd member stops and restores the snapshot, and they start again.
+// Everything written after the snapshot is lost. The controller removes the
+// annotation once it took the request (status.etcd.restoring).
+const RestoreEtcdAnnotation = "controlplane.cluster.x-k8s.io/restore-etcd"
+
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
 // +kubebuilder:storageversion
@@ -188,10 +198,30 @@ type EtcdStatus struct {
 	// +optional
 	NextBackupTime *metav1.Time `json:"nextBackupTime,omitempty"`
 
-	// restoredFrom is the snapshot spec.etcd.restore started etcd from,
-	// once etcd answered.
+	// restoredFrom is the snapshot etcd was last restored from, by
+	// spec.etcd.restore or in place, once etcd answered.
 	// +optional
 	RestoredFrom *EtcdRestoredFrom `json:"restoredFrom,omitempty"`
+
+	// restoring is the restore in place under way, which the restore-etcd
+	// annotation asked for; EtcdRestored says how far it is.
+	// +optional
+	Restoring *EtcdRestoring `json:"restoring,omitempty"`
+}
+
+// EtcdRestoring is a restore in place under way.
+type EtcdRestoring struct {
+	// id names this restore: when it was asked for, in UTC.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+
+	// key is the object key of the snapshot every member restores.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key"`
 }
 
 // EtcdRestoredFrom is the snapshot an etcd was restored from.
@@ -206,6 +236,12 @@ type EtcdRestoredFrom struct {
 	// are bumped beyond it, so clients never see them go backwards.
 	// +required
 	Revision int64 `json:"revision"`
+
+	// id is the restore in place that restored it (status.etcd.restoring's
+	// id); empty for spec.etcd.restore.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id,omitempty"`
 }
 
 // EtcdMemberRole is whether an etcd member votes or only learns.

@@ -63,6 +63,7 @@ func parse(args []string, env func(string) string, out io.Writer) (restore.Membe
 	}
 	m.InitialCluster, m.InitialClusterState = env("ETCD_INITIAL_CLUSTER"), env("ETCD_INITIAL_CLUSTER_STATE")
 	m.Key, m.URL, m.CA = env(contract.EtcdRestoreKeyKey), env(contract.EtcdRestoreURLKey), []byte(env(contract.EtcdRestoreCAKey))
+	m.ID = env(contract.EtcdRestoreIDKey)
 	var missing []string
 	for name, v := range map[string]string{
 		"--data-dir": m.DataDir, "--name": m.Name, "--initial-advertise-peer-urls": m.PeerURLs, "--initial-cluster-token": m.InitialClusterToken,

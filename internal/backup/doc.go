@@ -25,7 +25,7 @@
 // follower when there is one, so the leader keeps serving writes.
 //
 // A snapshot counts as taken only once it is stored and verified: the
-// stream must end in the sha256 of the database (etcd.VerifyingReader, the
+// stream must end in the sha256 of the database (package snapshotcheck, the
 // check etcdutl makes before a restore), the upload must complete, and the
 // stored object must have the size that was streamed. A stream that breaks
 // or fails the check aborts the multipart upload, so no object is left that

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 )
 
 // Finalizer holds a HostedControlPlane with spec.etcd.backup until its
@@ -122,6 +123,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case restoring(hcp):
 		// Nothing to take a snapshot of before etcd is restored.
 		return r.restore(ctx, hcp, cluster.Name)
+	case hcp.Status.Etcd.Restoring != nil:
+		// Nor while it is restored in place.
+		return r.keepRestoring(ctx, hcp, cluster.Name)
+	}
+	if _, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]; asked {
+		return r.restoreInPlace(ctx, hcp, cluster.Name)
 	}
 	return r.scheduled(ctx, hcp, cluster.Name)
 }
@@ -318,13 +325,13 @@ func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane,
 	}
 	defer func() { _ = snap.Close() }()
 	key := fmt.Sprintf("%s%s-rev%d.db", st.prefix, start.UTC().Format("20060102T150405.000Z"), snap.Revision)
-	stream := etcd.VerifyingReader(snap)
+	stream := snapshotcheck.Reader(snap)
 	size, err := st.put(ctx, key, stream, r.opts.PartSize)
 	var p *problemError
 	switch {
 	case errors.As(err, &p):
 		return taken{}, err
-	case errors.Is(err, etcd.ErrSnapshotCorrupt):
+	case errors.Is(err, snapshotcheck.ErrCorrupt):
 		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the snapshot from %s failed its sha256 check; nothing was stored", snap.Endpoint)
 	case err != nil:
 		return taken{}, problem(v1alpha1.SnapshotFailedReason, "snapshot from %s to %s: %v", snap.Endpoint, st.endpoint, err)

@@ -3,8 +3,6 @@ package backup
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -34,9 +32,6 @@ const restorePoll = 10 * time.Second
 // urlExpiresAnnotation on the restore Secret says when its URL expires.
 const urlExpiresAnnotation = "controlplane.cluster.x-k8s.io/restore-url-expires"
 
-// revisionOfKey is the revision a snapshot's key names.
-var revisionOfKey = regexp.MustCompile(`-rev(\d+)\.db$`)
-
 // restoring is whether spec.etcd.restore is not done yet.
 func restoring(hcp *v1alpha1.HostedControlPlane) bool {
 	return hcp.Spec.Etcd.Restore != nil && hcp.Status.Etcd.RestoredFrom == nil
@@ -62,15 +57,12 @@ func (r *Reconciler) restore(ctx context.Context, hcp *v1alpha1.HostedControlPla
 	}
 	result := ctrl.Result{RequeueAfter: restorePoll}
 	if key := string(secret.Data[contract.EtcdRestoreKeyKey]); answered && key != "" {
-		var revision int64
-		if m := revisionOfKey.FindStringSubmatch(key); m != nil {
-			revision, _ = strconv.ParseInt(m[1], 10, 64)
-		}
+		revision := contract.EtcdSnapshotRevision(key)
 		hcp.Status.Etcd.RestoredFrom = &v1alpha1.EtcdRestoredFrom{Key: key, Revision: revision}
 		msg := fmt.Sprintf("etcd was restored from %s (revision %d, bumped by %d)", key, revision, contract.EtcdRevisionBump)
 		r.setRestored(hcp, metav1.ConditionTrue, v1alpha1.ReadyReason, msg, corev1.EventTypeNormal)
 		result = ctrl.Result{RequeueAfter: time.Second} // the schedule takes over
-	} else if key, err := r.prepareRestore(ctx, hcp, cluster, secret); err != nil {
+	} else if key, err := r.prepareRestore(ctx, hcp, cluster, secret, atCreation(hcp, cluster)); err != nil {
 		r.setRestored(hcp, metav1.ConditionFalse, reasonOf(err), "etcd does not start until its snapshot is found: "+err.Error(), corev1.EventTypeWarning)
 		result.RequeueAfter = r.opts.RetryInterval
 	} else {
@@ -131,26 +123,41 @@ func ownedBy(obj client.Object, uid types.UID) bool {
 	return false
 }
 
-// prepareRestore makes sure the restore Secret names the snapshot with a
-// URL that stays valid for a while, and returns the snapshot's key. The
-// snapshot is chosen once, when the Secret names none.
-func (r *Reconciler) prepareRestore(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, secret *corev1.Secret) (string, error) {
-	key := string(secret.Data[contract.EtcdRestoreKeyKey])
-	if expires, err := time.Parse(time.RFC3339, secret.Annotations[urlExpiresAnnotation]); key != "" && err == nil &&
-		time.Until(expires) > RestoreURLExpiry/2 {
-		return key, nil
-	}
+// restoreRequest is a snapshot to restore: "latest" of a cluster's folder
+// (<namespace>/<name>) or a key, and the ID of a restore in place (empty
+// for spec.etcd.restore).
+type restoreRequest struct {
+	snapshot, folder, id string
+}
+
+// atCreation is the restore spec.etcd.restore asks for.
+func atCreation(hcp *v1alpha1.HostedControlPlane, cluster string) restoreRequest {
 	folder := hcp.Spec.Etcd.Restore.FromCluster
 	if folder == "" {
 		folder = hcp.Namespace + "/" + cluster
 	}
-	st, err := openStore(ctx, r.apiReader, hcp, folder)
+	return restoreRequest{snapshot: hcp.Spec.Etcd.Restore.Snapshot, folder: folder}
+}
+
+// prepareRestore makes sure the restore Secret names the snapshot of req
+// with a URL that stays valid for a while, and returns the snapshot's key.
+// The snapshot is chosen once, when the Secret names none for req.
+func (r *Reconciler) prepareRestore(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, secret *corev1.Secret, req restoreRequest) (string, error) {
+	key := string(secret.Data[contract.EtcdRestoreKeyKey])
+	if string(secret.Data[contract.EtcdRestoreIDKey]) != req.id {
+		key = "" // written for another restore
+	}
+	if expires, err := time.Parse(time.RFC3339, secret.Annotations[urlExpiresAnnotation]); key != "" && err == nil &&
+		time.Until(expires) > RestoreURLExpiry/2 {
+		return key, nil
+	}
+	st, err := openStore(ctx, r.apiReader, hcp, req.folder)
 	if err != nil {
 		return "", err
 	}
 	defer st.close()
 	if key == "" {
-		if key, err = st.resolve(ctx, hcp.Spec.Etcd.Restore.Snapshot); err != nil {
+		if key, err = st.resolve(ctx, req.snapshot); err != nil {
 			return "", err
 		}
 	}
@@ -162,6 +169,9 @@ func (r *Reconciler) prepareRestore(ctx context.Context, hcp *v1alpha1.HostedCon
 	data := map[string][]byte{contract.EtcdRestoreKeyKey: []byte(key), contract.EtcdRestoreURLKey: []byte(u.String())}
 	if len(st.ca) > 0 {
 		data[contract.EtcdRestoreCAKey] = st.ca
+	}
+	if req.id != "" {
+		data[contract.EtcdRestoreIDKey] = []byte(req.id)
 	}
 	return key, r.writeRestoreSecret(ctx, hcp, cluster, data, expires)
 }
@@ -192,6 +202,62 @@ func (r *Reconciler) writeRestoreSecret(ctx context.Context, hcp *v1alpha1.Hoste
 		return fmt.Errorf("write the restore Secret: %w", err)
 	}
 	return nil
+}
+
+// restoreInPlace takes the request of the restore-etcd annotation: it
+// chooses the snapshot and writes the restore Secret for a new restore ID,
+// records the restore in status.etcd.restoring, from which the control
+// plane reconciler stops and restores etcd, and only then removes the
+// annotation, so that a request is never taken twice. A snapshot that
+// cannot be had stops nothing: EtcdRestored says why, and it is tried
+// again until the annotation is removed.
+func (r *Reconciler) restoreInPlace(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string) (ctrl.Result, error) {
+	helper, err := patch.NewHelper(hcp, r.client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req := restoreRequest{
+		snapshot: hcp.Annotations[v1alpha1.RestoreEtcdAnnotation], folder: hcp.Namespace + "/" + cluster,
+		id: time.Now().UTC().Format("20060102T150405Z"),
+	}
+	key, err := r.prepareRestore(ctx, hcp, cluster, &corev1.Secret{}, req)
+	if err != nil {
+		r.setRestored(hcp, metav1.ConditionFalse, reasonOf(err), fmt.Sprintf("etcd is not restored in place, and nothing was stopped: %v; "+
+			"it is tried again until the annotation %s is removed", err, v1alpha1.RestoreEtcdAnnotation), corev1.EventTypeWarning)
+		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.EtcdRestoredCondition}})
+	}
+	hcp.Status.Etcd.Restoring = &v1alpha1.EtcdRestoring{ID: req.id, Key: key}
+	r.setRestored(hcp, metav1.ConditionFalse, v1alpha1.StoppingForRestoreReason,
+		fmt.Sprintf("etcd is restored in place from %s (restore %s): the API servers, controller-manager and scheduler stop first, then every etcd member", key, req.id),
+		corev1.EventTypeNormal)
+	if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.EtcdRestoredCondition}}); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.keepRestoring(ctx, hcp, cluster)
+}
+
+// keepRestoring keeps the URL of a restore in place valid while it is under
+// way, and removes the annotation that asked for it.
+func (r *Reconciler) keepRestoring(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string) (ctrl.Result, error) {
+	if _, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]; asked {
+		before := hcp.DeepCopy()
+		delete(hcp.Annotations, v1alpha1.RestoreEtcdAnnotation)
+		if err := r.client.Patch(ctx, hcp, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	restoring := hcp.Status.Etcd.Restoring
+	secret, err := r.restoreSecret(ctx, hcp, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req := restoreRequest{snapshot: restoring.Key, folder: hcp.Namespace + "/" + cluster, id: restoring.ID}
+	if _, err := r.prepareRestore(ctx, hcp, cluster, secret, req); err != nil {
+		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, reasonOf(err), "Restore", "the restore Secret of restore %s cannot be written: %v", restoring.ID, err)
+	}
+	// The control plane reconciler ends the restore; then the schedule
+	// takes over.
+	return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 }
 
 // resolve is the key of snapshot ("latest" or a key) in the store, which

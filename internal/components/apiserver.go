@@ -232,5 +232,5 @@ func apiServerDeployment(in render.Input) *appsv1.Deployment {
 	// The pods carry the version they run; status.versions counts them.
 	labels := in.Labels(contract.APIServerComponent)
 	labels[contract.VersionLabel] = in.ControlPlane.Spec.Version
-	return in.Deployment(APIServerName(in), contract.APIServerComponent, APIServerReplicas(in.ControlPlane), labels, pod)
+	return in.Deployment(APIServerName(in), contract.APIServerComponent, in.Stoppable(APIServerReplicas(in.ControlPlane)), labels, pod)
 }

@@ -143,5 +143,5 @@ func controllerDeployment(in render.Input, component, name string, spec v1alpha1
 	pod.Containers = []corev1.Container{c}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
-	return in.Deployment(name, component, ptr.Deref(spec.Replicas, 2), in.Labels(component), pod)
+	return in.Deployment(name, component, in.Stoppable(ptr.Deref(spec.Replicas, 2)), in.Labels(component), pod)
 }

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -46,6 +47,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 			s.held[v1alpha1.EtcdReadyCondition] = failure(err)
 		}
 		o.Etcd = m
+		if r := s.hcp.Status.Etcd.Restoring; r != nil {
+			o.EtcdStalePods = etcd.StalePods(pods.Items, r.ID)
+		}
 	}
 	if claims := s.facts.etcdClaims; claims != nil {
 		o.EtcdVolumeCapacity = etcd.VolumeSize(claims.Items)
@@ -142,6 +146,10 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 			o.Admin = render.CredentialsFrom(secret.Data)
 		case in.CASecret():
 			o.ClusterCA = secret.Data[corev1.TLSCertKey]
+		case contract.EtcdRestoreSecretName(in.ClusterName()):
+			if metav1.IsControlledBy(secret, cp) {
+				o.EtcdRestoreID = string(secret.Data[contract.EtcdRestoreIDKey])
+			}
 		}
 	}
 	rendered, err := components.RenderedSecretDigests(in)

@@ -160,7 +160,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.observe(ctx, s)
+	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
+	r.recordRestore(s)
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server

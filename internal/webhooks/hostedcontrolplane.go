@@ -48,7 +48,7 @@ func (HostedControlPlane) Default(_ context.Context, hcp *v1alpha1.HostedControl
 // ValidateCreate checks a new HostedControlPlane, and warns about args that
 // weaken its security.
 func (HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlane(hcp))
+	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlaneCreate(hcp))
 }
 
 // ValidateUpdate checks a HostedControlPlane and its change from old. What

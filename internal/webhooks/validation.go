@@ -147,6 +147,34 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 // an optional prefix, then <namespace>/<cluster>/<UTC time>-rev<revision>.db.
 var snapshotKey = regexp.MustCompile(`^([^/]+/)*[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*/\d{8}T\d{6}\.\d{3}Z-rev\d+\.db$`)
 
+// snapshotAllowed says what names a snapshot to restore.
+const snapshotAllowed = `must be "latest" or an object key as status.etcd.lastBackupKey shows it, such as "ns/name/20260102T030405.000Z-rev1234.db"`
+
+// validSnapshotKey is whether key is a snapshot's key, within the store's
+// folders.
+func validSnapshotKey(key string) bool {
+	return snapshotKey.MatchString(key) && !strings.Contains(key, "/../") && !strings.HasPrefix(key, "../")
+}
+
+// validateRestoreRequest checks the restore-etcd annotation of a control
+// plane, which asks for a restore in place.
+func validateRestoreRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	value, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]
+	if !asked {
+		return nil
+	}
+	path := field.NewPath("metadata", "annotations").Key(v1alpha1.RestoreEtcdAnnotation)
+	var errs field.ErrorList
+	if value != v1alpha1.LatestSnapshot && !validSnapshotKey(value) {
+		errs = append(errs, field.Invalid(path, value, snapshotAllowed))
+	}
+	if hcp.Spec.Etcd.Backup == nil {
+		errs = append(errs, field.Forbidden(path,
+			"needs spec.etcd.backup: the snapshot is read from the store that spec.etcd.backup.secret names; set spec.etcd.backup with that secret"))
+	}
+	return errs
+}
+
 // validateRestore checks spec.etcd.restore, at path spec.etcd.
 func validateRestore(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	restore := path.Child("restore")
@@ -158,9 +186,8 @@ func validateRestore(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList 
 	snapshot := etcd.Restore.Snapshot
 	switch {
 	case snapshot == "" || snapshot == v1alpha1.LatestSnapshot:
-	case !snapshotKey.MatchString(snapshot) || strings.Contains(snapshot, "/../") || strings.HasPrefix(snapshot, "../"):
-		errs = append(errs, field.Invalid(restore.Child("snapshot"), snapshot,
-			`must be "latest" or an object key as status.etcd.lastBackupKey shows it, such as "ns/name/20260102T030405.000Z-rev1234.db"`))
+	case !validSnapshotKey(snapshot):
+		errs = append(errs, field.Invalid(restore.Child("snapshot"), snapshot, snapshotAllowed))
 	case etcd.Restore.FromCluster != "":
 		errs = append(errs, field.Forbidden(restore.Child("fromCluster"),
 			`applies only to snapshot "latest": a snapshot's key already names the folder of its cluster; remove fromCluster or set snapshot to "latest"`))
@@ -241,7 +268,19 @@ func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorLis
 	spec := field.NewPath("spec")
 	errs := validateVersion(spec.Child("version"), hcp.Spec.Version)
 	errs = append(errs, ValidateSettings(spec, &hcp.Spec.ControlPlaneSettings)...)
+	errs = append(errs, validateRestoreRequest(hcp)...)
 	return append(errs, validateEndpoint(spec.Child("controlPlaneEndpoint"), hcp)...)
+}
+
+// ValidateHostedControlPlaneCreate checks a new HostedControlPlane: on its
+// own, and that it asks for no restore in place, having no etcd yet.
+func ValidateHostedControlPlaneCreate(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	errs := ValidateHostedControlPlane(hcp)
+	if _, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]; asked {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.RestoreEtcdAnnotation),
+			"a new control plane has no etcd to restore in place; set spec.etcd.restore to start it from a snapshot"))
+	}
+	return errs
 }
 
 func validateVersion(path *field.Path, version string) field.ErrorList {
@@ -308,6 +347,11 @@ func ValidateHostedControlPlaneUpdate(old, hcp *v1alpha1.HostedControlPlane) fie
 	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.Restore, hcp.Spec.Etcd.Restore) {
 		errs = append(errs, field.Forbidden(spec.Child("etcd", "restore"),
 			"cannot be added, changed or removed: etcd is restored only before it first starts; set it when creating the control plane"))
+	}
+	if value, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]; asked && old.Status.Etcd.Restoring != nil &&
+		value != old.Annotations[v1alpha1.RestoreEtcdAnnotation] {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.RestoreEtcdAnnotation),
+			fmt.Sprintf("a restore in place from %s is under way (status.etcd.restoring); ask again once EtcdRestored says it ended", old.Status.Etcd.Restoring.Key)))
 	}
 	errs = append(errs, validateEtcdScaleDown(spec.Child("etcd", "replicas"), old, hcp)...)
 	errs = append(errs, validateVolumeGrowth(spec.Child("etcd", "volumeSize"), old, hcp)...)

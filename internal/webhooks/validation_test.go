@@ -468,6 +468,44 @@ func TestEtcdRestoreIsSetOnlyOnCreate(t *testing.T) {
 	}
 }
 
+func TestRestoreInPlaceRequest(t *testing.T) {
+	backup := &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+	ask := func(value string, b *v1alpha1.EtcdBackup) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.RestoreEtcdAnnotation: value}
+			h.Spec.Etcd.Backup = b
+		}
+	}
+	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/restore-etcd]"
+	checkChanges(t, []change{
+		{"latest", ask("latest", backup), ""},
+		{"a key", ask("team-a/prod/20260102T030405.000Z-rev1234.db", backup), ""},
+		{"without backup", ask("latest", nil), path + ": Forbidden: needs spec.etcd.backup"},
+		{"a key not of a snapshot", ask("yesterday", backup), path + `: Invalid value: "yesterday": must be "latest" or an object key`},
+		{"a key climbing out", ask("../team-a/prod/20260102T030405.000Z-rev1234.db", backup), path + ": Invalid value"},
+	})
+
+	hcp := valid()
+	ask("latest", backup)(hcp)
+	_, err := HostedControlPlane{}.ValidateCreate(context.Background(), hcp)
+	require.ErrorContains(t, err, path+": Forbidden: a new control plane has no etcd to restore in place; set spec.etcd.restore to start it from a snapshot")
+
+	// While one restore is under way another is refused; the controller
+	// removing the annotation is not.
+	old := valid()
+	old.Spec.Etcd.Backup = backup
+	old.Status.Etcd.Restoring = &v1alpha1.EtcdRestoring{ID: "20261123T200000Z", Key: "team-a/prod/20260102T030405.000Z-rev1234.db"}
+	again := old.DeepCopy()
+	ask("latest", backup)(again)
+	_, err = HostedControlPlane{}.ValidateUpdate(context.Background(), old, again)
+	require.ErrorContains(t, err, path+": Forbidden: a restore in place from team-a/prod/20260102T030405.000Z-rev1234.db is under way (status.etcd.restoring)")
+	_, err = HostedControlPlane{}.ValidateUpdate(context.Background(), again, old)
+	require.NoError(t, err)
+	old.Status.Etcd.Restoring = nil
+	_, err = HostedControlPlane{}.ValidateUpdate(context.Background(), old, again)
+	require.NoError(t, err, "once it ended, a restore may be asked for again")
+}
+
 func TestTemplateRefusesRestore(t *testing.T) {
 	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
 	tmpl.Spec.Template.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
@@ -120,7 +120,7 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	require.True(t, strings.HasPrefix(st.LastBackupKey, key.Namespace+"/"+key.Name+"/"), st.LastBackupKey)
 	data := s.download(t, st.LastBackupKey)
 	require.Equal(t, st.LastBackupSize.Value(), int64(len(data)))
-	_, err := io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
+	_, err := io.Copy(io.Discard, snapshotcheck.Reader(bytes.NewReader(data)))
 	require.NoError(t, err, "the snapshot ends in the sha256 of its database")
 	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/cm-", "content-1999"))
 }

@@ -59,12 +59,15 @@ func (Component) Prunes() (string, []client.ObjectList) {
 // Ready is done when every member runs the current spec and is ready, and
 // etcd has the voting members spec.etcd.replicas asks for and no learner.
 func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	sts := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts); err != nil && !applied.Wrote {
+		return readiness.Outcome{}, err
+	}
+	if in.RestoringEtcd() {
+		return restoreProgress(in, sts), nil
+	}
 	if applied.Wrote {
 		return readiness.RollingOut("etcd"), nil
-	}
-	sts := &appsv1.StatefulSet{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts); err != nil {
-		return readiness.Outcome{}, err
 	}
 	// A membership change comes first: what it waits for (a learner to
 	// catch up) no watch reports, and its pods are not ready until then.

@@ -21,9 +21,9 @@
 // catches up is not ready.
 //
 // The same clients stream snapshots (Checker.Snapshot) from a member that
-// answers, a follower when there is one; VerifyingReader checks such a
-// stream's trailing sha256 as it passes, the way etcdutl checks a snapshot
-// before restoring it.
+// answers, a follower when there is one; package snapshotcheck checks such
+// a stream's trailing sha256 as it passes, the way etcdutl checks a
+// snapshot before restoring it.
 //
 // # Health
 //

@@ -52,6 +52,11 @@ func ordinal(cluster, name string) int {
 // whether they join an existing cluster: the membership once etcd runs,
 // otherwise the members spec.etcd.replicas asks for, founding a new one.
 func running(in render.Input) ([]string, bool) {
+	if step := stepOf(in); step == stopping || step == restarting {
+		// A restore in place founds a new cluster of the members the spec
+		// asks for; none runs before all are gone.
+		return specMembers(in), false
+	}
 	if m := in.Etcd; m != nil && len(m.Members) > 0 {
 		names := make([]string, len(m.Members))
 		for i, member := range m.Members {
@@ -59,16 +64,24 @@ func running(in render.Input) ([]string, bool) {
 		}
 		return names, m.Existing
 	}
+	return specMembers(in), false
+}
+
+// specMembers are the members spec.etcd.replicas asks for.
+func specMembers(in render.Input) []string {
 	names := make([]string, Replicas(in.ControlPlane))
 	for i := range names {
 		names[i] = podName(in.ClusterName(), i)
 	}
-	return names, false
+	return names
 }
 
 // pods is how many pods the StatefulSet runs: one past the highest ordinal
 // of a member, so that a pod goes only once its member is removed.
 func pods(in render.Input) int32 {
+	if stepOf(in) == stopping {
+		return 0
+	}
 	names, _ := running(in)
 	var n int32
 	for _, name := range names {

@@ -30,6 +30,9 @@ import (
 // Before them the databases are kept (see Maintain), and before anything
 // the volumes grow to spec.etcd.volumeSize (see growVolumes).
 func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Input) (readiness.Outcome, error) {
+	if in.RestoringEtcd() {
+		return readiness.Ready(""), nil // it stops and starts every member, without waiting for health
+	}
 	live := &appsv1.StatefulSet{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, live)
 	if apierrors.IsNotFound(err) {

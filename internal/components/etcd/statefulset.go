@@ -85,6 +85,19 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		pod.InitContainers = []corev1.Container{restore}
 	}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
+	template := in.PodTemplate(in.Labels(contract.EtcdComponent), pod)
+	if id := in.EtcdRestoreID; id != "" {
+		template.Annotations[contract.EtcdRestoreIDAnnotation] = id
+	}
+	// A member's volume goes with it: a member is removed from etcd before
+	// its pod, and a volume kept would hold the data of a member that no
+	// longer exists for the next one of its name. A restore in place stops
+	// every member and keeps their volumes, whose size autoGrow may have
+	// raised.
+	whenScaled := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	if in.RestoringEtcd() {
+		whenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
 
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
@@ -94,7 +107,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 			ServiceName:         contract.EtcdPeerServiceName(in.ClusterName()),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: in.Selector(contract.EtcdComponent)},
-			Template:            in.PodTemplate(in.Labels(contract.EtcdComponent), pod),
+			Template:            template,
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: claimName, Labels: in.Labels(contract.EtcdComponent)},
 				Spec: corev1.PersistentVolumeClaimSpec{
@@ -106,11 +119,8 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 				},
 			}},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				// A member's volume goes with it: a member is removed from etcd
-				// before its pod, and a volume kept would hold the data of a
-				// member that no longer exists for the next one of its name.
 				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  whenScaled,
 			},
 		},
 	}

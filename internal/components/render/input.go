@@ -68,6 +68,13 @@ type Observed struct {
 	// EtcdVolumeRequest is the largest size a claim of an etcd member asks
 	// for (what a growth asked of the volumes); nil before one exists.
 	EtcdVolumeRequest *resource.Quantity
+	// EtcdRestoreID is the restore in place the restore Secret is written
+	// for (contract.EtcdRestoreIDKey); empty when there is none.
+	EtcdRestoreID string
+	// EtcdStalePods counts, while etcd is restored in place, the etcd pods
+	// not started for that restore: they must all be gone before the
+	// members start again and restore.
+	EtcdStalePods int
 }
 
 // Credentials are a client certificate, its key and the CA that verifies
@@ -127,6 +134,19 @@ func (in Input) With(o Observed) Input {
 
 // ClusterName is the name objects derive from.
 func (in Input) ClusterName() string { return in.Cluster.Name }
+
+// RestoringEtcd is whether etcd is being restored in place: the API
+// servers, controller-manager and scheduler run no pod meanwhile.
+func (in Input) RestoringEtcd() bool { return in.ControlPlane.Status.Etcd.Restoring != nil }
+
+// Stoppable is the replicas of a component that stops while etcd is
+// restored in place.
+func (in Input) Stoppable(replicas int32) int32 {
+	if in.RestoringEtcd() {
+		return 0
+	}
+	return replicas
+}
 
 // Namespace is where every object of the control plane lives.
 func (in Input) Namespace() string { return in.ControlPlane.Namespace }

@@ -35,6 +35,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 )
 
 // testBucket is the bucket the backup tests store snapshots in.
@@ -193,7 +194,7 @@ func TestEtcdBackups(t *testing.T) {
 	require.Greater(t, hcp.Status.Etcd.LastBackupSize.Value(), int64(24<<20))
 	for _, k := range snapshotKeys(ctx, s3, folder) {
 		data := s3.download(ctx, bucket, k)
-		_, err := io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(data)))
+		_, err := io.Copy(io.Discard, snapshotcheck.Reader(bytes.NewReader(data)))
 		require.NoError(t, err, "every snapshot in the bucket is whole: %s", k)
 	}
 
@@ -280,7 +281,7 @@ func writeLargeValues(t testing.TB, db *etcdCluster, n int) {
 func holds2000ConfigMaps(t *testing.T, snapshot []byte, size int64) {
 	t.Helper()
 	require.Equal(t, size, int64(len(snapshot)), "the status tells the size stored")
-	_, err := io.Copy(io.Discard, etcd.VerifyingReader(bytes.NewReader(snapshot)))
+	_, err := io.Copy(io.Discard, snapshotcheck.Reader(bytes.NewReader(snapshot)))
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "db")
 	require.NoError(t, os.WriteFile(path, snapshot[:len(snapshot)-32], 0o600))

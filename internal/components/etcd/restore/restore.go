@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -32,12 +33,29 @@ type Member struct {
 	// the PEM CA of URL's server.
 	Key, URL string
 	CA       []byte
+	// ID names a restore in place, which replaces the data the member
+	// holds; empty for a restore at creation.
+	ID string
 }
+
+// marker is the file beside the data directory that names the restore in
+// place the data was restored for.
+func (m Member) marker() string { return filepath.Join(filepath.Dir(filepath.Clean(m.DataDir)), "restore-id") }
 
 // Skip says why the member must not restore, or "" when it restores.
 func Skip(m Member) (string, error) {
 	if m.InitialClusterState != "new" {
 		return fmt.Sprintf("member %s joins an existing cluster (initial cluster state %q) and syncs from its peers", m.Name, m.InitialClusterState), nil
+	}
+	if m.ID != "" {
+		done, err := os.ReadFile(m.marker())
+		switch {
+		case err == nil && string(done) == m.ID:
+			return fmt.Sprintf("member %s was restored for restore %s already", m.Name, m.ID), nil
+		case err != nil && !errors.Is(err, os.ErrNotExist):
+			return "", fmt.Errorf("read %s: %w", m.marker(), err)
+		}
+		return "", nil // whatever the data directory holds gives way
 	}
 	entries, err := os.ReadDir(m.DataDir)
 	switch {
@@ -61,6 +79,10 @@ type Restored struct {
 
 // Restore downloads the member's snapshot beside its data directory and
 // restores it there. A data directory appears only once it is complete.
+// For a restore in place, the data the member held is deleted once the
+// snapshot is downloaded and has passed its sha256 check (so that the
+// volume needs room for the snapshot beside one database, not two), and
+// the marker beside the data directory names the restore once it is done.
 func Restore(ctx context.Context, m Member) (Restored, error) {
 	parent := filepath.Dir(filepath.Clean(m.DataDir))
 	file := filepath.Join(parent, "restore-snapshot.db")
@@ -81,6 +103,9 @@ func Restore(ctx context.Context, m Member) (Restored, error) {
 	if err != nil {
 		return Restored{}, fmt.Errorf("read snapshot %s: %w", m.Key, err)
 	}
+	if err := os.RemoveAll(m.DataDir); err != nil {
+		return Restored{}, fmt.Errorf("delete the data the member held: %w", err)
+	}
 	err = mgr.Restore(snapshot.RestoreConfig{
 		SnapshotPath: file, Name: m.Name, OutputDataDir: work,
 		PeerURLs: strings.Split(m.PeerURLs, ","), InitialCluster: m.InitialCluster, InitialClusterToken: m.InitialClusterToken,
@@ -89,13 +114,13 @@ func Restore(ctx context.Context, m Member) (Restored, error) {
 	if err != nil {
 		return Restored{}, fmt.Errorf("restore %s: %w", m.Key, err)
 	}
-	// An empty data directory (one Skip let pass) gives way to the
-	// restored one.
-	if err := os.Remove(m.DataDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Restored{}, err
-	}
 	if err := os.Rename(work, m.DataDir); err != nil {
 		return Restored{}, err
+	}
+	if m.ID != "" {
+		if err := os.WriteFile(m.marker(), []byte(m.ID), 0o600); err != nil {
+			return Restored{}, err
+		}
 	}
 	if err := syncDir(parent); err != nil {
 		return Restored{}, err
@@ -130,7 +155,7 @@ func download(ctx context.Context, m Member, file string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	size, err := io.Copy(f, resp.Body)
+	size, err := io.Copy(f, snapshotcheck.Reader(resp.Body))
 	if err == nil && resp.ContentLength >= 0 && size != resp.ContentLength {
 		err = fmt.Errorf("got %d of %d bytes", size, resp.ContentLength)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,14 +47,32 @@ func TestSkip(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d, "member", "snap"), 0o700))
 			}, "member demo-etcd-0: data directory %s already holds data",
 		},
+		{"in place, a member with data restores", "new", func(d string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(d, "member", "snap"), 0o700))
+		}, ""},
+		{"in place, a member restored for an earlier restore restores", "new", func(d string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(d, "member", "snap"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(d), "restore-id"), []byte("20260101T000000Z"), 0o600))
+		}, ""},
+		{"in place, a member restored for this restore starts", "new", func(d string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(d, "member", "snap"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(d), "restore-id"), []byte("20261123T200000Z"), 0o600))
+		}, "member demo-etcd-0 was restored for restore 20261123T200000Z already"},
+		{
+			"in place, a member that joins syncs from its peers", "existing", func(string) {},
+			`member demo-etcd-0 joins an existing cluster (initial cluster state "existing") and syncs from its peers`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := member(t.TempDir(), tc.state)
+			if strings.HasPrefix(tc.name, "in place") {
+				m.ID = "20261123T200000Z"
+			}
 			tc.setup(m.DataDir)
 			why, err := Skip(m)
 			require.NoError(t, err)
 			want := tc.want
-			if want != "" && tc.state == "new" {
+			if strings.Contains(want, "%s") {
 				want = fmt.Sprintf(want, m.DataDir)
 			}
 			assert.Equal(t, want, why)
@@ -74,7 +93,7 @@ func TestFailedRestoreLeavesNothing(t *testing.T) {
 		}, "download ns/demo/20260102T030405.000Z-rev5.db: the store answered 403 Forbidden: <Error><Code>AccessDenied</Code>"},
 		{"not a snapshot", func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write(make([]byte, 64<<10))
-		}, "read snapshot ns/demo/20260102T030405.000Z-rev5.db"},
+		}, "download ns/demo/20260102T030405.000Z-rev5.db: etcd snapshot is corrupt"},
 		{"the stream breaks", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Length", "1000000")
 			_, _ = w.Write(make([]byte, 1000))
@@ -97,6 +116,75 @@ func TestFailedRestoreLeavesNothing(t *testing.T) {
 			assert.Empty(t, entries)
 		})
 	}
+}
+
+// A restore in place whose snapshot cannot be had keeps the data the
+// member holds.
+func TestFailedRestoreInPlaceKeepsTheData(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(make([]byte, 64<<10)) }))
+	defer srv.Close()
+	m := member(t.TempDir(), "new")
+	m.URL, m.ID = srv.URL, "20261123T200000Z"
+	held := filepath.Join(m.DataDir, "member", "snap", "db")
+	require.NoError(t, os.MkdirAll(filepath.Dir(held), 0o700))
+	require.NoError(t, os.WriteFile(held, []byte("the member's data"), 0o600))
+	_, err := Restore(context.Background(), m)
+	require.ErrorContains(t, err, "etcd snapshot is corrupt")
+	data, err := os.ReadFile(held)
+	require.NoError(t, err)
+	assert.Equal(t, "the member's data", string(data))
+	assert.NoFileExists(t, filepath.Join(filepath.Dir(m.DataDir), "restore-id"))
+}
+
+// A restore in place replaces what a member of a real etcd holds with the
+// snapshot: what was written after it is gone, what was deleted after it is
+// back, and revisions move on past the ones the member had.
+func TestRestoreInPlaceReplacesTheData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	peer := "http://" + freeAddress(t)
+	m := Member{
+		DataDir: filepath.Join(dir, "data"), Name: "demo-etcd-0", PeerURLs: peer,
+		InitialCluster: "demo-etcd-0=" + peer, InitialClusterState: "new", InitialClusterToken: "ns-demo-etcd",
+		Key: "ns/demo/20260102T030405.000Z-rev5.db", ID: "20261123T200000Z",
+	}
+	running := startEtcdOn(t, m.DataDir, m.Name, peer)
+	cli := client(t, running)
+	for i := range 100 {
+		_, err := cli.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), fmt.Sprintf("value %d", i))
+		require.NoError(t, err)
+	}
+	snap, err := cli.Snapshot(ctx)
+	require.NoError(t, err)
+	data, err := io.ReadAll(snap)
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, "/registry/configmaps/default/written-after", "after")
+	require.NoError(t, err)
+	_, err = cli.Delete(ctx, "/registry/configmaps/default/cm-7")
+	require.NoError(t, err)
+	last, err := cli.Get(ctx, "/registry/configmaps/default/written-after")
+	require.NoError(t, err)
+	running.Close()
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(data) }))
+	defer srv.Close()
+	m.URL = srv.URL
+	why, err := Skip(m)
+	require.NoError(t, err)
+	require.Empty(t, why, "a member with data restores in place")
+	_, err = Restore(ctx, m)
+	require.NoError(t, err)
+	why, err = Skip(m)
+	require.NoError(t, err)
+	assert.Equal(t, "member demo-etcd-0 was restored for restore 20261123T200000Z already", why)
+
+	got, err := client(t, startEtcdOn(t, m.DataDir, m.Name, peer)).Get(ctx, "/registry/configmaps/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	assert.Len(t, got.Kvs, 100)
+	assert.Equal(t, "value 7", string(valueOf(got, "/registry/configmaps/default/cm-7")), "deleted after the snapshot, back")
+	assert.Nil(t, valueOf(got, "/registry/configmaps/default/written-after"), "written after the snapshot, gone")
+	assert.Greater(t, got.Header.Revision, last.Header.Revision, "revisions never go backwards")
 }
 
 // A snapshot of a real etcd, restored, starts an etcd with every key, at a
@@ -178,7 +266,13 @@ func startEtcdWith(t *testing.T, dataDir, name, peer, state string) *embed.Etcd 
 	cfg.UnsafeNoFsync = true
 	e, err := embed.StartEtcd(cfg)
 	require.NoError(t, err)
-	t.Cleanup(e.Close)
+	t.Cleanup(func() {
+		select {
+		case <-e.Server.StopNotify(): // closed by the test
+		default:
+			e.Close()
+		}
+	})
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):

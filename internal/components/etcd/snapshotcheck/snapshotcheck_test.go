@@ -1,4 +1,4 @@
-package etcd
+package snapshotcheck
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestVerifyingReader(t *testing.T) {
+func TestReader(t *testing.T) {
 	db := bytes.Repeat([]byte("0123456789abcdef"), 3*512/16)
 	sum := sha256.Sum256(db)
 	good := append(append([]byte{}, db...), sum[:]...)
@@ -34,7 +34,7 @@ func TestVerifyingReader(t *testing.T) {
 			if tc.oneByte {
 				r = iotest.OneByteReader(r)
 			}
-			v := VerifyingReader(r)
+			v := Reader(r)
 			got, err := io.ReadAll(v)
 			require.Equal(t, tc.stream, got, "the stream passes through unchanged")
 			if tc.ok {
@@ -42,7 +42,7 @@ func TestVerifyingReader(t *testing.T) {
 				require.Equal(t, int64(len(tc.stream)), v.Size())
 				return
 			}
-			require.ErrorIs(t, err, ErrSnapshotCorrupt)
+			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
 }
