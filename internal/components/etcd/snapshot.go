@@ -56,4 +56,3 @@ func isLeader(s Status) int {
 	}
 	return 0
 }
-

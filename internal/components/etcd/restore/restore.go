@@ -40,7 +40,9 @@ type Member struct {
 
 // marker is the file beside the data directory that names the restore in
 // place the data was restored for.
-func (m Member) marker() string { return filepath.Join(filepath.Dir(filepath.Clean(m.DataDir)), "restore-id") }
+func (m Member) marker() string {
+	return filepath.Join(filepath.Dir(filepath.Clean(m.DataDir)), "restore-id")
+}
 
 // Skip says why the member must not restore, or "" when it restores.
 func Skip(m Member) (string, error) {
