@@ -65,7 +65,8 @@ spec:
 // members becomes Available; its kubeconfig reaches the hosted API server
 // from the host; the API servers scale up and down under a polling client
 // that sees no failed request; a snapshot of its etcd holding 2,000
-// ConfigMaps lands in S3 (versitygw) when asked for; deleting the Cluster
+// ConfigMaps lands in S3 (versitygw) when asked for; restored in place from
+// it, etcd holds exactly what the snapshot held; deleting the Cluster
 // takes a final snapshot and removes every object and pod; the Cluster
 // created again with restore: latest has every ConfigMap back.
 func TestHostedControlPlane(t *testing.T) {
@@ -118,6 +119,10 @@ func TestHostedControlPlane(t *testing.T) {
 	store := startBackupStore(t)
 	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3", func(t *testing.T) {
 		snapshotLands(t, store, key)
+	})
+
+	t.Run("restored in place, the ConfigMaps are the snapshot's and a watcher never sees time go backwards", func(t *testing.T) {
+		restoredInPlace(t, key)
 	})
 
 	t.Run("deleting the Cluster takes a final snapshot and removes every object and pod", func(t *testing.T) {

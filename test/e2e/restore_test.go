@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
+)
+
+// changedAfterSnapshot is how many ConfigMaps restoredInPlace writes, and
+// how many it deletes, after the snapshot.
+const changedAfterSnapshot = 20
+
+// restoredInPlace changes the Cluster's ConfigMaps after the snapshot
+// snapshotLands took (writes new ones, deletes some of the others), restores
+// etcd in place from that snapshot as the README shows, and checks that the
+// ConfigMaps are exactly the snapshot's again, and that a client that
+// watched them throughout never saw a resourceVersion go backwards, but was
+// told to list again.
+func restoredInPlace(t *testing.T, key client.ObjectKey) {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	snapshot := hcp.Status.Etcd.LastBackupKey
+	cfg := hostedConfig(t, key.Namespace, key.Name)
+	cfg.QPS, cfg.Burst = 100, 100
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	for i := range changedAfterSnapshot {
+		_, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("after-%d", i)}, Data: map[string]string{"content": "after"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, hosted.CoreV1().ConfigMaps("bk").Delete(ctx, fmt.Sprintf("cm-%04d", i), metav1.DeleteOptions{}))
+	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	seen := watchConfigMaps(watchCtx, hosted, "bk")
+
+	start := time.Now()
+	before := hcp.DeepCopy()
+	hcp.Annotations[v1alpha1.RestoreEtcdAnnotation] = snapshot
+	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	var steps []string
+	eventually(t, 10*time.Minute, "etcd restored in place", func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition)
+		if c != nil && (len(steps) == 0 || steps[len(steps)-1] != c.Reason) {
+			steps = append(steps, c.Reason)
+			t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
+		}
+		if from := hcp.Status.Etcd.RestoredFrom; from == nil || from.ID == "" || hcp.Status.Etcd.Restoring != nil {
+			return fmt.Errorf("not restored in place yet: %+v", c)
+		}
+		return nil
+	})
+	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
+	t.Logf("restored in place from %s and Available %s after asking", snapshot, time.Since(start).Round(time.Second))
+	assert.Equal(t, snapshot, hcp.Status.Etcd.RestoredFrom.Key)
+	assert.NotContains(t, hcp.Annotations, v1alpha1.RestoreEtcdAnnotation, "the request was taken")
+	require.NotEmpty(t, steps)
+	assert.Equal(t, v1alpha1.StoppingForRestoreReason, steps[0], "EtcdRestored named each step: %q", steps)
+	assert.Contains(t, steps, v1alpha1.RestoringReason, "EtcdRestored named each step: %q", steps)
+	assert.Equal(t, v1alpha1.ReadyReason, steps[len(steps)-1], "EtcdRestored named each step: %q", steps)
+
+	list, err := hosted.CoreV1().ConfigMaps("bk").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	found := map[string]string{}
+	for _, cm := range list.Items {
+		found[cm.Name] = cm.Data["content"]
+	}
+	for i := range backupConfigMaps {
+		name := fmt.Sprintf("cm-%04d", i)
+		require.Equal(t, fmt.Sprintf("content-%04d", i), found[name], "%s, deleted after the snapshot or not, is back", name)
+	}
+	require.Len(t, found, backupConfigMaps+1, "the snapshot's ConfigMaps and the namespace's root CA, none written after it")
+
+	// The watcher catches up with the restored cluster, then stops.
+	listed, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	require.NoError(t, err)
+	eventually(t, time.Minute, "the watcher lists the restored cluster", func() error {
+		if last := seen.last(); last < listed {
+			return fmt.Errorf("the watcher is at resourceVersion %d, the cluster at %d", last, listed)
+		}
+		return nil
+	})
+	stopWatching()
+	versions, relists := seen.result()
+	t.Logf("the watcher saw %d resourceVersions, from %d to %d, and was told to list again %d times", len(versions), versions[0], versions[len(versions)-1], relists)
+	for i := 1; i < len(versions); i++ {
+		require.GreaterOrEqual(t, versions[i], versions[i-1], "resourceVersion %d came after %d", versions[i], versions[i-1])
+	}
+	assert.Greater(t, listed, int64(contract.EtcdRevisionBump), "revisions moved on past the bump")
+	assert.Positive(t, relists, "the watch from before the restore was refused as too old, and the watcher listed again")
+}
+
+// seenVersions are the resourceVersions a watcher saw, in order, and how
+// often it had to list again.
+type seenVersions struct {
+	mu       sync.Mutex
+	versions []int64
+	relists  int
+}
+
+func (s *seenVersions) add(rv string) {
+	v, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.versions = append(s.versions, v)
+}
+
+func (s *seenVersions) last() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.versions) == 0 {
+		return 0
+	}
+	return s.versions[len(s.versions)-1]
+}
+
+func (s *seenVersions) result() ([]int64, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions, s.relists
+}
+
+// watchConfigMaps lists and watches the ConfigMaps of ns as an informer
+// does, until ctx ends: it resumes a broken watch from the last
+// resourceVersion it saw, and lists again only when told that one is too old.
+func watchConfigMaps(ctx context.Context, hosted kubernetes.Interface, ns string) *seenVersions {
+	seen := &seenVersions{}
+	expired := func() {
+		seen.mu.Lock()
+		seen.relists++
+		seen.mu.Unlock()
+	}
+	go func() {
+		rv := ""
+		for ctx.Err() == nil {
+			if rv == "" {
+				list, err := hosted.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					time.Sleep(time.Second)
+					continue
+				}
+				rv = list.ResourceVersion
+				seen.add(rv)
+			}
+			w, err := hosted.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					rv = ""
+					expired()
+				}
+				time.Sleep(time.Second)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+						rv = ""
+						expired()
+					}
+					break
+				}
+				if obj, err := meta.Accessor(ev.Object); err == nil {
+					rv = obj.GetResourceVersion()
+					seen.add(rv)
+				}
+			}
+			w.Stop()
+		}
+	}()
+	return seen
+}
