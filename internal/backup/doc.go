@@ -63,4 +63,15 @@
 // (the backup Secret, the bucket, the snapshot) with a Warning event, or
 // which snapshot the members restore; once etcd answers it turns true and
 // status.etcd.restoredFrom records the key and the revision it names.
+//
+// The restore-etcd annotation asks for a restore in place of a running
+// control plane. This controller resolves its snapshot ("latest" of the
+// control plane's own folder, or a key) and writes the restore Secret for a
+// new restore ID, with the ID among its keys; then it records
+// status.etcd.restoring and only after that removes the annotation, so a
+// request is never taken twice. A snapshot that cannot be had stops
+// nothing: EtcdRestored says why and it is tried again. While the restore
+// is under way it keeps the URL valid and takes no snapshot; the control
+// plane reconciler stops, restores and starts the control plane, and ends
+// the restore (package etcd).
 package backup

@@ -107,6 +107,20 @@
 // empty volume restores the snapshot; any other does nothing. Existing
 // tells from the members ConfigMap whether etcd ever answered.
 //
+// A restore in place (status.etcd.restoring, which the backup controller
+// records for the restore-etcd annotation) goes in steps that observation
+// alone tells apart, so that a controller restarted midway goes on: while
+// any etcd pod was not started for this restore (its template's
+// EtcdRestoreIDAnnotation names another, StalePods), or the restore Secret
+// is not written for it yet, the StatefulSet runs no pod; then the members
+// spec.etcd.replicas asks for start together, state new, each restoring in
+// its init container whatever its volume holds (the ID in the Secret tells
+// it to); once etcd answers with every one of them, voting and healthy,
+// it is Restored. Throughout, Preflight changes nothing, and the volumes
+// stay when the StatefulSet scales to no pod (whenScaled: Retain). The
+// controller stops the API servers, controller-manager and scheduler
+// before etcd's phase, and ends the restore once it is Restored.
+//
 // # Volumes
 //
 // Each member's volume is the larger of spec.etcd.volumeSize and what the
