@@ -1,7 +1,11 @@
 package extension
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -264,4 +268,79 @@ func answered(t *testing.T, hcp *v1alpha1.HostedControlPlane, cluster string) {
 		Data: map[string]string{"ETCD_INITIAL_CLUSTER": "", "ETCD_INITIAL_CLUSTER_STATE": "existing"},
 	}
 	require.NoError(t, k8s.Create(testContext(t), cm))
+}
+
+// TestRestoreInPlaceIsTakenOnce asks for a restore in place as the README
+// shows: a snapshot that does not exist stops nothing, says so and keeps
+// the request; one that does is recorded in status.etcd.restoring, with
+// the restore Secret written for its ID, and only then is the request
+// removed.
+func TestRestoreInPlaceIsTakenOnce(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t)
+	s3 := startS3(t)
+	require.NoError(t, s3.client.MakeBucket(ctx, testBucket, minio.MakeBucketOptions{}))
+	require.NoError(t, k8s.Create(ctx, s3.backupSecret(ns, testBucket)))
+	startBackups(t, ns, testOptions(5*time.Second))
+	hcp := backedUpControlPlane(t, ns, "prod", "prod", v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}})
+	ask := func(value string) {
+		t.Helper()
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
+		before := hcp.DeepCopy()
+		hcp.Annotations = map[string]string{v1alpha1.RestoreEtcdAnnotation: value}
+		require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	}
+
+	missing := ns + "/prod/20260102T030405.000Z-rev42.db"
+	ask(missing)
+	says := fmt.Sprintf(`etcd is not restored in place, and nothing was stopped: snapshot %s does not exist in bucket "backups" at %s; `+
+		`it is tried again until the annotation controlplane.cluster.x-k8s.io/restore-etcd is removed`, missing, s3.relay.addr)
+	eventually(t, time.Minute, "EtcdRestored SnapshotNotFound", func() error {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
+		if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c == nil || c.Reason != v1alpha1.SnapshotNotFoundReason {
+			return fmt.Errorf("EtcdRestored: %+v", c)
+		}
+		return nil
+	})
+	assert.Equal(t, says, conditions.Get(hcp, v1alpha1.EtcdRestoredCondition).Message)
+	requireEvent(t, ns, hcp.Name, v1alpha1.SnapshotNotFoundReason, says)
+	assert.Nil(t, hcp.Status.Etcd.Restoring, "nothing stops")
+	assert.Contains(t, hcp.Annotations, v1alpha1.RestoreEtcdAnnotation, "the request stays until it can be taken")
+
+	key := ns + "/prod/20261123T030000.000Z-rev81234.db"
+	_, err := s3.client.PutObject(ctx, testBucket, key, strings.NewReader("a snapshot"), 10, minio.PutObjectOptions{})
+	require.NoError(t, err)
+	ask(v1alpha1.LatestSnapshot)
+	eventually(t, time.Minute, "status.etcd.restoring", func() error {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
+		if hcp.Status.Etcd.Restoring == nil || hcp.Annotations[v1alpha1.RestoreEtcdAnnotation] != "" {
+			return fmt.Errorf("restoring %+v, annotations %v", hcp.Status.Etcd.Restoring, hcp.Annotations)
+		}
+		return nil
+	})
+	restoring := hcp.Status.Etcd.Restoring
+	assert.Equal(t, key, restoring.Key, "latest is the newest snapshot of the control plane's own folder")
+	assert.Regexp(t, `^\d{8}T\d{6}Z$`, restoring.ID)
+	c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition)
+	assert.Equal(t, v1alpha1.StoppingForRestoreReason, c.Reason)
+	assert.Equal(t, fmt.Sprintf("etcd is restored in place from %s (restore %s): the API servers, controller-manager and scheduler stop first, then every etcd member", key, restoring.ID), c.Message)
+	secret := &corev1.Secret{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: contract.EtcdRestoreSecretName("prod")}, secret))
+	assert.Equal(t, restoring.ID, string(secret.Data[contract.EtcdRestoreIDKey]))
+	assert.Equal(t, key, string(secret.Data[contract.EtcdRestoreKeyKey]))
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(secret.Data[contract.EtcdRestoreCAKey]), "the store's CA is in the Secret")
+	get, err := http.NewRequestWithContext(ctx, http.MethodGet, string(secret.Data[contract.EtcdRestoreURLKey]), nil)
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}).Do(get)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, err)
+	assert.Equal(t, "a snapshot", string(body), "the presigned URL reads the snapshot without credentials")
+
+	// The request is not taken again while the restore is under way.
+	time.Sleep(2 * time.Second)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
+	assert.Equal(t, restoring, hcp.Status.Etcd.Restoring)
 }
