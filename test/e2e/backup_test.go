@@ -144,7 +144,14 @@ func everyConfigMapRestored(t testing.TB, s *backupStore, key client.ObjectKey, 
 	require.Equal(t, keys[len(keys)-1], hcp.Status.Etcd.RestoredFrom.Key)
 	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
 	require.NoError(t, err)
-	list, err := hosted.CoreV1().ConfigMaps("bk").List(ctx, metav1.ListOptions{})
+	writtenConfigMapsAre(t, hosted, n)
+}
+
+// writtenConfigMapsAre checks that the namespace bk holds the n ConfigMaps
+// writeConfigMaps wrote, each with its content, the namespace's root CA
+// and nothing else; it returns the resourceVersion of the list.
+func writtenConfigMapsAre(t testing.TB, hosted kubernetes.Interface, n int) string {
+	list, err := hosted.CoreV1().ConfigMaps("bk").List(testContext(t), metav1.ListOptions{})
 	require.NoError(t, err)
 	found := map[string]string{}
 	for _, cm := range list.Items {
@@ -154,7 +161,8 @@ func everyConfigMapRestored(t testing.TB, s *backupStore, key client.ObjectKey, 
 		name := fmt.Sprintf("cm-%04d", i)
 		require.Equal(t, fmt.Sprintf("content-%04d", i), found[name], name)
 	}
-	require.Len(t, found, n+1, "the ConfigMaps and the namespace's root CA")
+	require.Len(t, found, n+1, "the ConfigMaps and the namespace's root CA, and nothing else")
+	return list.ResourceVersion
 }
 
 // snapshotKeys are the snapshots of the Cluster key, oldest first.

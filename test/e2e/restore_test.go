@@ -81,20 +81,12 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 	assert.Contains(t, steps, v1alpha1.RestoringReason, "EtcdRestored named each step: %q", steps)
 	assert.Equal(t, v1alpha1.ReadyReason, steps[len(steps)-1], "EtcdRestored named each step: %q", steps)
 
-	list, err := hosted.CoreV1().ConfigMaps("bk").List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	found := map[string]string{}
-	for _, cm := range list.Items {
-		found[cm.Name] = cm.Data["content"]
-	}
-	for i := range backupConfigMaps {
-		name := fmt.Sprintf("cm-%04d", i)
-		require.Equal(t, fmt.Sprintf("content-%04d", i), found[name], "%s, deleted after the snapshot or not, is back", name)
-	}
-	require.Len(t, found, backupConfigMaps+1, "the snapshot's ConfigMaps and the namespace's root CA, none written after it")
+	// The snapshot's ConfigMaps, deleted after it or not, and none written
+	// after it.
+	rv := writtenConfigMapsAre(t, hosted, backupConfigMaps)
 
 	// The watcher catches up with the restored cluster, then stops.
-	listed, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	listed, err := strconv.ParseInt(rv, 10, 64)
 	require.NoError(t, err)
 	eventually(t, time.Minute, "the watcher lists the restored cluster", func() error {
 		if last := seen.last(); last < listed {
