@@ -55,6 +55,9 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 
 	start := time.Now()
 	before := hcp.DeepCopy()
+	if hcp.Annotations == nil {
+		hcp.Annotations = map[string]string{}
+	}
 	hcp.Annotations[v1alpha1.RestoreEtcdAnnotation] = snapshot
 	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
 	var steps []string
