@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestEtcdRestore(t *testing.T) {
 	bin, err := envtest.Build(env.Root, "./cmd/etcd-restore", binDir)
 	require.NoError(t, err)
 	fresh := newEtcdCluster(t, cluster, ns, etcdMembers, etcdMembers)
-	initContainer := func(i int, state string) string {
+	run := func(i int, state string) (string, error) {
 		cmd := exec.CommandContext(ctx, bin, "--data-dir="+fresh.dataDir(i), "--name="+fresh.memberName(i),
 			"--initial-advertise-peer-urls="+fresh.peerURL(i), "--initial-cluster-token="+cluster)
 		cmd.Env = []string{"ETCD_INITIAL_CLUSTER=" + fresh.initialCluster(), "ETCD_INITIAL_CLUSTER_STATE=" + state}
@@ -114,10 +116,27 @@ func TestEtcdRestore(t *testing.T) {
 			cmd.Env = append(cmd.Env, key+"="+string(secret.Data[key]))
 		}
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
 		t.Logf("etcd-restore of %s: %s", fresh.memberName(i), out)
-		return string(out)
+		return string(out), err
 	}
+	initContainer := func(i int, state string) string {
+		out, err := run(i, state)
+		require.NoError(t, err, "%s", out)
+		return out
+	}
+	// The store stops in the middle of the download: the member fails
+	// (its pod's init container is restarted), leaving nothing etcd would
+	// take for data, and restores once the store is back.
+	s3.relay.arm(64<<10, s3.kill)
+	out, err := run(0, "new")
+	require.Error(t, err)
+	assert.Contains(t, out, `"msg":"restore failed"`)
+	for _, left := range []string{fresh.dataDir(0), filepath.Join(filepath.Dir(fresh.dataDir(0)), "restore-snapshot.db"),
+		filepath.Join(filepath.Dir(fresh.dataDir(0)), "restore-data.tmp")} {
+		_, err := os.Stat(left)
+		assert.ErrorIs(t, err, os.ErrNotExist, "no data directory, download or work directory is left")
+	}
+	s3.start()
 	for i := range etcdMembers {
 		out := initContainer(i, "new")
 		assert.Regexp(t, fmt.Sprintf(`"msg":"restored %s \(\d+ bytes, revision \d+, bumped by 1000000000\) as member %s"`, newest, fresh.memberName(i)), out)

@@ -124,7 +124,7 @@ func (s *s3Server) backupSecret(ns, bucket string) *corev1.Secret {
 }
 
 // relay forwards TCP connections to a server; armed, it calls cut once the
-// given number of bytes has passed towards the server, before passing more.
+// given number of bytes has passed, either way, before passing more.
 type relay struct {
 	addr     string
 	upstream string
@@ -166,13 +166,18 @@ func (r *relay) serve(conn net.Conn) {
 		return
 	}
 	defer func() { _ = up.Close() }()
-	go func() { _, _ = io.Copy(conn, up); _ = conn.Close() }()
+	go func() { r.pass(conn, up); _ = conn.Close() }()
+	r.pass(up, conn)
+}
+
+// pass copies from src to dst, counting what passed.
+func (r *relay) pass(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := conn.Read(buf)
+		n, err := src.Read(buf)
 		if n > 0 {
 			r.count(int64(n))
-			if _, werr := up.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
