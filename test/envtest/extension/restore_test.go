@@ -131,8 +131,8 @@ func TestEtcdRestore(t *testing.T) {
 	out, err := run(0, "new")
 	require.Error(t, err)
 	assert.Contains(t, out, `"msg":"restore failed"`)
-	for _, left := range []string{fresh.dataDir(0), filepath.Join(filepath.Dir(fresh.dataDir(0)), "restore-snapshot.db"),
-		filepath.Join(filepath.Dir(fresh.dataDir(0)), "restore-data.tmp")} {
+	volume := filepath.Dir(fresh.dataDir(0))
+	for _, left := range []string{fresh.dataDir(0), filepath.Join(volume, "restore-snapshot.db"), filepath.Join(volume, "restore-data.tmp")} {
 		_, err := os.Stat(left)
 		assert.ErrorIs(t, err, os.ErrNotExist, "no data directory, download or work directory is left")
 	}
