@@ -260,8 +260,10 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	// A rollout that raises the quota of a database past its own goes before
 	// the databases are kept, which would hold it as long as etcd refuses
 	// writes.
-	full := &render.EtcdMembership{Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
-		Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"}}
+	full := &render.EtcdMembership{
+		Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+		Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
+	}
 	for i := range full.Members {
 		full.Members[i].Quota, full.Members[i].DBSize, full.Members[i].DBSizeInUse = 224<<20, 225<<20, 225<<20
 	}

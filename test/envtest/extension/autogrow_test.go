@@ -100,12 +100,12 @@ func (a *autoGrowing) preflight(ctx context.Context) readiness.Outcome {
 
 // assertGrown asserts that the preflight asked the member's claim for 2Gi
 // (1Gi grown by half, rounded up to a GiB) and deleted the StatefulSet with
-// its pod orphaned, saying why in out.
-func (a *autoGrowing) assertGrown(ctx context.Context, out readiness.Outcome) {
+// its pod orphaned, saying why in out (the alarm first, when alarm).
+func (a *autoGrowing) assertGrown(ctx context.Context, out readiness.Outcome, alarm string) {
 	t := a.t
 	t.Helper()
 	assert.Equal(t, v1alpha1.EtcdVolumesGrowingReason, out.Reason)
-	assert.Regexp(t, `^re-creating the etcd StatefulSet for volumes of 2Gi \(autoGrow: member demo-etcd-0's database holds \d+ MiB, 80% or more of its quota of 224 MiB\); its pods keep running$`, out.Message)
+	assert.Regexp(t, `^re-creating the etcd StatefulSet for volumes of 2Gi \(autoGrow: `+alarm+`member demo-etcd-0's database holds \d+ MiB, 80% or more of its quota of 224 MiB\); its pods keep running$`, out.Message)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(a.claim), a.claim))
 	assert.Equal(t, "2Gi", a.claim.Spec.Resources.Requests.Storage().String())
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(a.sts), a.sts))
@@ -136,11 +136,13 @@ func TestAutoGrowFollowsTheDatabase(t *testing.T) {
 		_, err := cli.Put(ctx, fmt.Sprintf("/registry/fill/%03d", i), value)
 		require.NoError(t, err)
 	}
-	a.assertGrown(ctx, a.preflight(ctx))
+	a.assertGrown(ctx, a.preflight(ctx), "")
 }
 
 // A database filled past its quota before autoGrow saw it (etcd raised
-// NOSPACE and refuses writes): the preflight grows the volume all the same.
+// NOSPACE and refuses writes, and let the database a little past its quota
+// with the writes it accepted before): the preflight grows the volume all
+// the same, and says that etcd refuses writes.
 func TestAutoGrowUnderNoSpace(t *testing.T) {
 	a := startAutoGrowing(t)
 	ctx := testContext(t)
@@ -155,5 +157,5 @@ func TestAutoGrowUnderNoSpace(t *testing.T) {
 	m := a.observe(ctx, a.checker)
 	require.True(t, m.NoSpace)
 	t.Logf("at NOSPACE: database %d bytes (%d in use), quota %d; problems: %v", m.Members[0].DBSize, m.Members[0].DBSizeInUse, a.quota, m.Problems)
-	a.assertGrown(ctx, a.preflight(ctx))
+	a.assertGrown(ctx, a.preflight(ctx), "alarm NOSPACE, etcd refuses writes: ")
 }
