@@ -40,7 +40,9 @@ func TestEtcdNoSpace(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 15*time.Minute))
 	t.Logf("Available %s after the Cluster was created", time.Since(start).Round(time.Second))
-	hosted, err := kubernetes.NewForConfig(hostedConfig(t, ns, "nospace"))
+	cfg := hostedConfig(t, ns, "nospace")
+	cfg.QPS, cfg.Burst = 50, 50 // client-go's 5 a second would set the pace
+	hosted, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 
 	start = time.Now()
