@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -45,11 +46,16 @@ func TestEtcdNoSpace(t *testing.T) {
 	hosted, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 
+	// While the database fills, the controller is paused, so that etcd
+	// refuses writes before autoGrow sees the database past 80% of its
+	// quota, as when it fills faster than the controller looks.
+	pause(t, key, true)
 	start = time.Now()
 	written, refusal := fillEtcd(t, hosted)
 	t.Logf("%d ConfigMaps of 1MiB written in %s, then the API server refused: %v",
 		len(written), time.Since(start).Round(time.Second), refusal)
 
+	pause(t, key, false)
 	start = time.Now()
 	var told string
 	eventually(t, 5*time.Minute, "the control plane tells the NOSPACE alarm", func() error {
@@ -59,7 +65,7 @@ func TestEtcdNoSpace(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("told %s after the refusal: %s", time.Since(start).Round(time.Second), told)
+	t.Logf("told %s after the controller resumed: %s", time.Since(start).Round(time.Second), told)
 
 	start = time.Now()
 	want := resource.MustParse("2Gi")
@@ -89,6 +95,31 @@ func TestEtcdNoSpace(t *testing.T) {
 		}
 	}
 	deleteClusters(t, key)
+}
+
+// pause pauses the reconciliation of a control plane (Cluster API's paused
+// annotation), or resumes it, and waits until its Paused condition says so.
+func pause(t *testing.T, key client.ObjectKey, paused bool) {
+	t.Helper()
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	patch := client.MergeFrom(hcp.DeepCopy())
+	if paused {
+		metav1.SetMetaDataAnnotation(&hcp.ObjectMeta, clusterv1.PausedAnnotation, "")
+	} else {
+		delete(hcp.Annotations, clusterv1.PausedAnnotation)
+	}
+	require.NoError(t, k8s.Patch(ctx, hcp, patch))
+	eventually(t, 2*time.Minute, fmt.Sprintf("the control plane's Paused condition is %v", paused), func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if c := apimeta.FindStatusCondition(hcp.Status.Conditions, clusterv1.PausedCondition); c == nil || (c.Status == metav1.ConditionTrue) != paused {
+			return fmt.Errorf("condition %v", c)
+		}
+		return nil
+	})
 }
 
 // fillEtcd creates ConfigMaps of 1MiB in the hosted cluster, four at a time,
