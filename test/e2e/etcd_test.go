@@ -260,40 +260,11 @@ func growVolumes(t testing.TB, key client.ObjectKey, size string) time.Duration 
 	patch := client.MergeFrom(hcp.DeepCopy())
 	hcp.Spec.Etcd.VolumeSize = &want
 	require.NoError(t, k8s.Patch(ctx, hcp, patch))
-	quota := "--" + contract.EtcdQuotaFlag + "=" + strconv.FormatInt(contract.EtcdQuota(want), 10)
 	eventually(t, 10*time.Minute, "etcd's volumes grown to "+size, func() error {
 		if err := seePods(); err != nil {
 			return err
 		}
-		for i := range 3 {
-			claim := &corev1.PersistentVolumeClaim{}
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: fmt.Sprintf("data-%s-etcd-%d", key.Name, i)}, claim); err != nil {
-				return err
-			}
-			if claim.Status.Capacity.Storage().Cmp(want) < 0 {
-				return fmt.Errorf("claim %s has %s", claim.Name, claim.Status.Capacity.Storage())
-			}
-			pv := &corev1.PersistentVolume{}
-			if err := k8s.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
-				return err
-			}
-			var fs syscall.Statfs_t
-			if err := syscall.Statfs(pv.Spec.HostPath.Path, &fs); err != nil {
-				return err
-			}
-			// XFS keeps a few percent for its log and metadata.
-			if got := int64(fs.Blocks) * fs.Bsize; got < want.Value()*9/10 {
-				return fmt.Errorf("the filesystem of %s holds %d MiB", claim.Name, got>>20)
-			}
-		}
-		sts := &appsv1.StatefulSet{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-etcd"}, sts); err != nil {
-			return err
-		}
-		if !slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, quota) {
-			return fmt.Errorf("the StatefulSet does not run %s yet", quota)
-		}
-		return nil
+		return volumesGrown(ctx, key, 3, want)
 	})
 	waitVoters(t, key, 3)
 	took := time.Since(start)
@@ -309,4 +280,41 @@ func growVolumes(t testing.TB, key client.ObjectKey, size string) time.Duration 
 	}
 	assert.True(t, apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition), "the control plane stays Available")
 	return took
+}
+
+// volumesGrown tells whether the claims of the n members of a control plane
+// and the filesystems on their volumes (the host path of each
+// PersistentVolume, where the pod's volume is mounted) hold want, and the
+// StatefulSet runs the quota of that size.
+func volumesGrown(ctx context.Context, key client.ObjectKey, n int, want resource.Quantity) error {
+	for i := range n {
+		claim := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: fmt.Sprintf("data-%s-etcd-%d", key.Name, i)}, claim); err != nil {
+			return err
+		}
+		if claim.Status.Capacity.Storage().Cmp(want) < 0 {
+			return fmt.Errorf("claim %s has %s", claim.Name, claim.Status.Capacity.Storage())
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
+			return err
+		}
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(pv.Spec.HostPath.Path, &fs); err != nil {
+			return err
+		}
+		// XFS keeps a few percent for its log and metadata.
+		if got := int64(fs.Blocks) * fs.Bsize; got < want.Value()*9/10 {
+			return fmt.Errorf("the filesystem of %s holds %d MiB", claim.Name, got>>20)
+		}
+	}
+	quota := "--" + contract.EtcdQuotaFlag + "=" + strconv.FormatInt(contract.EtcdQuota(want), 10)
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-etcd"}, sts); err != nil {
+		return err
+	}
+	if !slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, quota) {
+		return fmt.Errorf("the StatefulSet does not run %s yet", quota)
+	}
+	return nil
 }

@@ -233,6 +233,17 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 				}),
 			want: readiness.Ready(""),
 		},
+		"a rollout under NOSPACE with a database past its quota, as etcd leaves it": {
+			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}),
+				&render.EtcdMembership{
+					Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+					Problems: []string{
+						"member demo-etcd-1 database is 225 MiB, 100% of its 224 MiB quota (limit 100%)",
+						"alarm NOSPACE is raised on member demo-etcd-1",
+					},
+				}),
+			want: readiness.Ready(""),
+		},
 		"no resize without the member list": {
 			in:   input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}),
 			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd to answer before changing its members from 3 to 5"),
@@ -245,6 +256,23 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 			assert.Equal(t, tc.want, out)
 		})
 	}
+
+	// A rollout that raises the quota of a database past its own goes before
+	// the databases are kept, which would hold it as long as etcd refuses
+	// writes.
+	full := &render.EtcdMembership{
+		Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+		Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
+	}
+	for i := range full.Members {
+		full.Members[i].Quota, full.Members[i].DBSize, full.Members[i].DBSizeInUse = 224<<20, 225<<20, 225<<20
+	}
+	raised := withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}), full)
+	checker := NewChecker()
+	t.Cleanup(checker.Close)
+	out, err = Component{Clients: checker}.Preflight(t.Context(), c, raised)
+	require.NoError(t, err)
+	assert.Equal(t, readiness.Ready(""), out)
 
 	// A rollout under way is corrected even while a member is down.
 	rolling := running.DeepCopy()

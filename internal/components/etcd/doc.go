@@ -92,7 +92,11 @@
 // answers at all (nothing serves that it could disturb, and it may be what
 // brings etcd back; a controller that cannot reach etcd's pods, as in `make
 // dev`, then still rolls it). A rollout that raises the quota may start under
-// a NOSPACE alarm. Without etcd's member list nothing is resized.
+// a NOSPACE alarm, before the databases are kept, which would hold it as
+// long as etcd refuses writes; a database that etcd let a little past its
+// quota (by the writes it accepted before it raised the alarm) counts as
+// that alarm, not as another problem. Without etcd's member list nothing is
+// resized.
 //
 // # Restore
 //
@@ -130,7 +134,8 @@
 // else Preflight grows the volumes to that size, or to what autoGrow asks:
 // once a member's database fills AutoGrowPercent of its quota, by half,
 // rounded up to a GiB, up to spec.etcd.maxVolumeSize, one growth after the
-// other. Where the claims' StorageClass allows expansion, each claim asks
+// other; under a NOSPACE alarm too, which the growth's reason then tells.
+// Where the claims' StorageClass allows expansion, each claim asks
 // for the new size, and the StatefulSet, whose claim template cannot change,
 // is deleted with its pods orphaned; the next pass creates it again and it
 // adopts the running pods, whose template is the same. Once every claim

@@ -116,10 +116,20 @@ func statusProblems(s Status, name string, quota int64, quotaRatio float64) []st
 		problems = append(problems, fmt.Sprintf("member %s has no leader", name))
 	}
 	if float64(s.DBSize) >= quotaRatio*float64(quota) {
-		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota (limit %.4g%%)",
+		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota"+quotaLimit+"%.4g%%)",
 			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), quotaRatio*100))
 	}
 	return problems
+}
+
+// quotaLimit is how statusProblems' phrase of a database near or at its
+// quota goes on; fullDatabase finds it by it.
+const quotaLimit = " (limit "
+
+// fullDatabase tells whether problem is statusProblems' phrase of a
+// database near or at its quota.
+func fullDatabase(problem string) bool {
+	return strings.HasPrefix(problem, "member ") && strings.Contains(problem, " quota"+quotaLimit)
 }
 
 func membershipProblems(o Observation, names map[uint64]string, answered map[uint64]bool) []string {

@@ -55,8 +55,13 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
 			"waiting for etcd to answer before changing its members from %d to %d", have, want)), nil
 	}
-	if out, acted, err := c.maintain(ctx, r, in); acted || err != nil {
-		return out, err
+	// Under NOSPACE what may heal it goes first: a rollout may raise the
+	// quota, which keeping the databases would hold as long as etcd refuses
+	// writes.
+	if m == nil || !m.NoSpace || !healing(next, changes, rollout, m) {
+		if out, acted, err := c.maintain(ctx, r, in); acted || err != nil {
+			return out, err
+		}
 	}
 	if !changes && !rollout {
 		return readiness.Ready(""), nil
@@ -335,10 +340,13 @@ func healing(next Change, changes, rollout bool, m *render.EtcdMembership) bool 
 	return rollout && onlyNoSpace(m)
 }
 
-// onlyNoSpace tells whether NOSPACE alarms are etcd's only problems.
+// onlyNoSpace tells whether a full database is etcd's only problem: NOSPACE
+// alarms, and databases at their quota (judged at the full quota, see
+// MembershipOf), which etcd lets a little past it by the writes it accepted
+// before it raised the alarm.
 func onlyNoSpace(m *render.EtcdMembership) bool {
 	for _, p := range m.Problems {
-		if !strings.HasPrefix(p, "alarm NOSPACE ") {
+		if !strings.HasPrefix(p, "alarm NOSPACE ") && !fullDatabase(p) {
 			return false
 		}
 	}

@@ -54,7 +54,8 @@ const AutoGrowPercent = 80
 
 // autoGrowTarget is the size autoGrow grows the volumes to from size, and
 // why: once a member's database fills AutoGrowPercent of its quota, half
-// as much again, rounded up to a whole GiB, at most spec.etcd.maxVolumeSize.
+// as much again, rounded up to a whole GiB, at most spec.etcd.maxVolumeSize
+// (why tells a NOSPACE alarm too, which the growth ends).
 // It waits for the growth before (every volume grown, every member running
 // the quota it brought), and does not grow what would not raise the quota
 // (the ceiling, the quota at its most, or a quota set in spec.etcd.args).
@@ -87,8 +88,12 @@ func autoGrowTarget(in render.Input, size resource.Quantity) (resource.Quantity,
 	if contract.EtcdQuota(*next) <= quota {
 		return resource.Quantity{}, "", false
 	}
-	return *next, fmt.Sprintf("member %s's database holds %s, %d%% or more of its quota of %s",
-		full.Name, mebibytes(full.DBSize), AutoGrowPercent, mebibytes(quota)), true
+	why := fmt.Sprintf("member %s's database holds %s, %d%% or more of its quota of %s",
+		full.Name, mebibytes(full.DBSize), AutoGrowPercent, mebibytes(quota))
+	if m.NoSpace {
+		why = "alarm NOSPACE, etcd refuses writes: " + why
+	}
+	return *next, why, true
 }
 
 // VolumeUsage is the largest database file a member reports (etcd's
