@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -274,10 +275,14 @@ func (s *store) resolve(ctx context.Context, snapshot string) (string, error) {
 		return keys[len(keys)-1], nil
 	}
 	if _, err := s.client.StatObject(ctx, s.bucket, snapshot, minio.StatObjectOptions{}); err != nil {
-		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-			return "", problem(v1alpha1.SnapshotNotFoundReason, "snapshot %s does not exist in bucket %q at %s", snapshot, s.bucket, s.endpoint)
+		if minio.ToErrorResponse(err).Code != minio.NoSuchKey {
+			return "", s.explain(err)
 		}
-		return "", s.explain(err)
+		// A HEAD answers a missing bucket with the same bare 404.
+		if exists, err := s.client.BucketExists(ctx, s.bucket); err != nil || !exists {
+			return "", s.explain(cmp.Or(err, error(minio.ErrorResponse{Code: minio.NoSuchBucket})))
+		}
+		return "", problem(v1alpha1.SnapshotNotFoundReason, "snapshot %s does not exist in bucket %q at %s", snapshot, s.bucket, s.endpoint)
 	}
 	return snapshot, nil
 }

@@ -229,6 +229,12 @@ func TestEtcdRestoreSaysWhatIsMissing(t *testing.T) {
 			v1alpha1.BucketNotFoundReason,
 			fmt.Sprintf(`etcd does not start until its snapshot is found: bucket "nobucket" does not exist at %s`, s3.relay.addr),
 		},
+		{
+			"nobucket-key", "nobucket",
+			v1alpha1.EtcdRestore{Snapshot: ns + "/gone/20260102T030405.000Z-rev42.db"},
+			v1alpha1.BucketNotFoundReason,
+			fmt.Sprintf(`etcd does not start until its snapshot is found: bucket "nobucket" does not exist at %s`, s3.relay.addr),
+		},
 	} {
 		t.Run(tc.cluster, func(t *testing.T) {
 			hcp := restoringControlPlane(t, ns, tc.cluster, backup(tc.secret), tc.restore)
