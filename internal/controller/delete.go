@@ -60,5 +60,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		}
 	}
 	controllerutil.RemoveFinalizer(s.hcp, Finalizer)
+	r.told.forget(s.hcp.UID, "")
 	return ctrl.Result{}, nil
 }

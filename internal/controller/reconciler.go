@@ -57,6 +57,9 @@ type Reconciler struct {
 	applier    *apply.Applier
 	watches    *optionalWatches
 	controller controller.Controller
+	// told are the bad situations told in Warning events, by control plane
+	// and condition (see record).
+	told toldSituations
 }
 
 // NewReconciler returns a Reconciler that reads through c, normally backed

@@ -53,6 +53,26 @@ func TestRecordTellsNewSituationsOnce(t *testing.T) {
 	}, told)
 }
 
+// A retry that reads the control plane from a cache that has not seen the
+// condition the last pass wrote yet does not tell the situation again; after
+// a restart of the controller, the condition alone says it was told.
+func TestRecordTellsOnceDespiteAStaleCache(t *testing.T) {
+	recorder := events.NewFakeRecorder(10)
+	r := &Reconciler{recorder: recorder}
+	stale := &v1alpha1.HostedControlPlane{}
+	stale.UID = "c0ffee"
+	missing := readiness.Problem(v1alpha1.ClusterNetworkMissingReason, "Cluster demo has no spec.clusterNetwork.services.cidrBlocks")
+	for range 3 {
+		r.record(stale.DeepCopy(), v1alpha1.ClusterReadyCondition, missing)
+	}
+	written := stale.DeepCopy()
+	r.record(written, v1alpha1.ClusterReadyCondition, missing)
+	restarted := &Reconciler{recorder: recorder}
+	restarted.record(written, v1alpha1.ClusterReadyCondition, missing)
+	close(recorder.Events)
+	assert.Len(t, recorder.Events, 1)
+}
+
 func conditionsOf(phases []phase) []string {
 	var out []string
 	for _, p := range phases {

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -31,16 +33,53 @@ func ownedConditions() []string {
 }
 
 // record sets a condition from an outcome. A bad situation is told in a
-// Warning event when it is new, not again on every retry of the same one.
+// Warning event when it is new, not again on every retry of the same one:
+// neither when the condition already says it (as after a restart of the
+// controller), nor when this controller told it already, which a retry
+// soon after may not see in its cached copy of the control plane yet.
 func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, out readiness.Outcome) {
 	var was metav1.Condition
 	if c := conditions.Get(hcp, condition); c != nil {
 		was = *c // setCondition changes it in place
 	}
 	setCondition(hcp, condition, boolStatus(out.Done), out.Reason, out.Message)
-	if out.Warn && (was.Reason != out.Reason || was.Message != out.Message) {
+	if !out.Warn {
+		r.told.forget(hcp.UID, condition)
+		return
+	}
+	if (was.Reason != out.Reason || was.Message != out.Message) && r.told.tell(hcp.UID, condition, out.Reason+": "+out.Message) {
 		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.Reason, condition, out.Message)
 	}
+}
+
+// toldSituations are the bad situations a controller told, by control plane
+// and condition.
+type toldSituations struct{ m sync.Map }
+
+type toldKey struct {
+	uid       types.UID
+	condition string
+}
+
+// tell records situation and says whether it is new.
+func (t *toldSituations) tell(uid types.UID, condition, situation string) bool {
+	was, loaded := t.m.Swap(toldKey{uid, condition}, situation)
+	return !loaded || was != situation
+}
+
+// forget drops what was told of a condition, or with no condition, of
+// every condition of a control plane.
+func (t *toldSituations) forget(uid types.UID, condition string) {
+	if condition != "" {
+		t.m.Delete(toldKey{uid, condition})
+		return
+	}
+	t.m.Range(func(k, _ any) bool {
+		if k.(toldKey).uid == uid {
+			t.m.Delete(k)
+		}
+		return true
+	})
 }
 
 // markWaiting says what the phases after the i-th wait for; those that have

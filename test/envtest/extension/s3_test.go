@@ -124,7 +124,9 @@ func (s *s3Server) backupSecret(ns, bucket string) *corev1.Secret {
 }
 
 // relay forwards TCP connections to a server; armed, it calls cut once the
-// given number of bytes has passed, either way, before passing more.
+// given number of bytes has passed, either way, and drops the connection
+// that crossed the limit, without passing more: what the server had sent
+// already would otherwise still arrive after it is killed.
 type relay struct {
 	addr     string
 	upstream string
@@ -176,7 +178,9 @@ func (r *relay) pass(dst io.Writer, src io.Reader) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			r.count(int64(n))
+			if r.count(int64(n)) {
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -187,14 +191,17 @@ func (r *relay) pass(dst io.Writer, src io.Reader) {
 	}
 }
 
-func (r *relay) count(n int64) {
+// count counts n bytes and tells whether they crossed the armed limit.
+func (r *relay) count(n int64) bool {
 	passed := r.passed.Add(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cut != nil && passed >= r.limit {
 		r.cut()
 		r.cut = nil
+		return true
 	}
+	return false
 }
 
 // snapshotObjects lists the objects under prefix in bucket, as the store
