@@ -148,7 +148,7 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 			o.ClusterCA = secret.Data[corev1.TLSCertKey]
 		case contract.EtcdRestoreSecretName(in.ClusterName()):
 			if metav1.IsControlledBy(secret, cp) {
-				o.EtcdRestoreID = string(secret.Data[contract.EtcdRestoreIDKey])
+				o.EtcdRestoreID = restoreID(cp, string(secret.Data[contract.EtcdRestoreIDKey]))
 			}
 		}
 	}
@@ -207,4 +207,16 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) {
 		kubeconfig = secret.Data["value"]
 	}
 	s.answer = r.prober.Probe(ctx, kubeconfig)
+}
+
+// restoreID is the restore in place the restore Secret is written for, when
+// the status names it: the one under way, or the last one done. The backup
+// controller writes the Secret before it records the restore, so a Secret
+// written for a restore the status does not name yet changes nothing.
+func restoreID(cp *v1alpha1.HostedControlPlane, written string) string {
+	st := cp.Status.Etcd
+	if written != "" && (st.Restoring != nil && st.Restoring.ID == written || st.RestoredFrom != nil && st.RestoredFrom.ID == written) {
+		return written
+	}
+	return ""
 }

@@ -109,3 +109,18 @@ func TestObserveHoldsWhatItCannotSee(t *testing.T) {
 	assert.Equal(t, v1alpha1.ClusterNetworkMissingReason, s.held[v1alpha1.ClusterReadyCondition].Reason)
 	assert.Nil(t, s.facts, "no Input, nothing observed")
 }
+
+// The restore Secret's ID counts only once the status names its restore,
+// so that no pod rolls for a restore the backup controller has not recorded
+// yet.
+func TestRestoreIDCountsOnceRecorded(t *testing.T) {
+	cp := &v1alpha1.HostedControlPlane{}
+	assert.Empty(t, restoreID(cp, "20261123T200000Z"), "written, not recorded yet")
+	cp.Status.Etcd.Restoring = &v1alpha1.EtcdRestoring{ID: "20261123T200000Z", Key: "ns/demo/20261123T195000.000Z-rev9.db"}
+	assert.Equal(t, "20261123T200000Z", restoreID(cp, "20261123T200000Z"), "under way")
+	assert.Empty(t, restoreID(cp, "20261123T210000Z"), "written for a later request, not recorded yet")
+	cp.Status.Etcd.Restoring = nil
+	cp.Status.Etcd.RestoredFrom = &v1alpha1.EtcdRestoredFrom{Key: "ns/demo/20261123T195000.000Z-rev9.db", Revision: 9, ID: "20261123T200000Z"}
+	assert.Equal(t, "20261123T200000Z", restoreID(cp, "20261123T200000Z"), "done: the members keep their template")
+	assert.Empty(t, restoreID(cp, ""))
+}
