@@ -59,10 +59,14 @@ func (r *Reconciler) stopForRestore(ctx context.Context, s *scope) {
 // recordRestore tells in EtcdRestored how far a restore in place is, as
 // etcd's phase said, and ends it once etcd answers with every member it
 // was restored with: status.etcd.restoredFrom records it, and the next
-// pass starts the API servers again.
+// pass starts the API servers again. Once it ended, EtcdRestored keeps
+// saying so, even after a pass from a copy older than the end told a step.
 func (r *Reconciler) recordRestore(s *scope) {
 	restoring := s.hcp.Status.Etcd.Restoring
 	if restoring == nil {
+		if from := s.hcp.Status.Etcd.RestoredFrom; from != nil && from.ID != "" {
+			restoredInPlace(s.hcp, from)
+		}
 		return
 	}
 	if s.in.ControlPlane == nil || !etcd.Restored(s.in) {
@@ -73,13 +77,19 @@ func (r *Reconciler) recordRestore(s *scope) {
 		}
 		return
 	}
-	revision := contract.EtcdSnapshotRevision(restoring.Key)
-	s.hcp.Status.Etcd.RestoredFrom = &v1alpha1.EtcdRestoredFrom{Key: restoring.Key, Revision: revision, ID: restoring.ID}
+	from := &v1alpha1.EtcdRestoredFrom{Key: restoring.Key, Revision: contract.EtcdSnapshotRevision(restoring.Key), ID: restoring.ID}
+	s.hcp.Status.Etcd.RestoredFrom = from
 	s.hcp.Status.Etcd.Restoring = nil
+	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "Restore", "%s", restoredInPlace(s.hcp, from))
+}
+
+// restoredInPlace sets EtcdRestored for the restore in place that ended, and
+// returns what it says.
+func restoredInPlace(hcp *v1alpha1.HostedControlPlane, from *v1alpha1.EtcdRestoredFrom) string {
 	msg := fmt.Sprintf("etcd was restored in place from %s (revision %d, bumped by %d); the API servers, controller-manager and scheduler start again",
-		restoring.Key, revision, contract.EtcdRevisionBump)
-	conditions.Set(s.hcp, metav1.Condition{
-		Type: v1alpha1.EtcdRestoredCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason, Message: msg, ObservedGeneration: s.hcp.Generation,
+		from.Key, from.Revision, contract.EtcdRevisionBump)
+	conditions.Set(hcp, metav1.Condition{
+		Type: v1alpha1.EtcdRestoredCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason, Message: msg, ObservedGeneration: hcp.Generation,
 	})
-	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "Restore", "%s", msg)
+	return msg
 }

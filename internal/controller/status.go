@@ -25,7 +25,9 @@ import (
 // ownedConditions are the conditions this controller writes; on a conflict
 // the patch helper keeps its own.
 func ownedConditions() []string {
-	owned := []string{v1alpha1.AvailableCondition}
+	// EtcdRestored too: the backup controller takes a request to restore in
+	// place, and this controller tells its steps and ends it.
+	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition}
 	for _, p := range append(managementPhases(etcd.Component{}), workloadPhases()...) {
 		owned = append(owned, p.condition)
 	}

@@ -70,7 +70,7 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 			steps = append(steps, c.Reason)
 			t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
 		}
-		if from := hcp.Status.Etcd.RestoredFrom; from == nil || from.ID == "" || hcp.Status.Etcd.Restoring != nil {
+		if from := hcp.Status.Etcd.RestoredFrom; from == nil || from.ID == "" || hcp.Status.Etcd.Restoring != nil || !conditions.IsTrue(hcp, v1alpha1.EtcdRestoredCondition) {
 			return fmt.Errorf("not restored in place yet: %+v", c)
 		}
 		return nil
@@ -88,16 +88,22 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 	// after it.
 	rv := writtenConfigMapsAre(t, hosted, backupConfigMaps)
 
-	// The watcher catches up with the restored cluster, then stops.
+	// The watcher catches up with the restored cluster: it sees a ConfigMap
+	// written now (bookmarks alone come about once a minute), then stops.
 	listed, err := strconv.ParseInt(rv, 10, 64)
 	require.NoError(t, err)
-	eventually(t, time.Minute, "the watcher lists the restored cluster", func() error {
-		if last := seen.last(); last < listed {
-			return fmt.Errorf("the watcher is at resourceVersion %d, the cluster at %d", last, listed)
+	marker, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restore"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	written, err := strconv.ParseInt(marker.ResourceVersion, 10, 64)
+	require.NoError(t, err)
+	eventually(t, time.Minute, "the watcher sees a ConfigMap written after the restore", func() error {
+		if last := seen.last(); last < written {
+			return fmt.Errorf("the watcher is at resourceVersion %d, the ConfigMap written after the restore at %d", last, written)
 		}
 		return nil
 	})
 	stopWatching()
+	require.NoError(t, hosted.CoreV1().ConfigMaps("bk").Delete(ctx, marker.Name, metav1.DeleteOptions{}))
 	versions, relists := seen.result()
 	t.Logf("the watcher saw %d resourceVersions, from %d to %d, and was told to list again %d times", len(versions), versions[0], versions[len(versions)-1], relists)
 	for i := 1; i < len(versions); i++ {
