@@ -36,7 +36,8 @@ import (
 
 // backupStore is versitygw (built by `make versitygw`, named by VERSITYGW)
 // running on the host on the node's address, where the controller's pod
-// reaches it, with a bucket and a backup Secret in a namespace of its own.
+// reaches it, with a bucket and a backup Secret in a namespace of its own,
+// which startBackupStore creates.
 type backupStore struct {
 	client          *minio.Client
 	bucket          string
@@ -45,7 +46,7 @@ type backupStore struct {
 
 const backupConfigMaps = 2000
 
-func startBackupStore(t testing.TB) *backupStore {
+func startBackupStore(t testing.TB, secretNamespace string) *backupStore {
 	t.Helper()
 	bin := os.Getenv("VERSITYGW")
 	require.NotEmpty(t, bin, "VERSITYGW is not set: run the tests with `make test-e2e`, which builds versitygw")
@@ -76,7 +77,7 @@ func startBackupStore(t testing.TB) *backupStore {
 	transport, err := minio.DefaultTransport(true)
 	require.NoError(t, err)
 	transport.TLSClientConfig.RootCAs = roots
-	s := &backupStore{bucket: "backups", secretNamespace: namespace(t, "backups")}
+	s := &backupStore{bucket: "backups", secretNamespace: namespace(t, secretNamespace)}
 	s.client, err = minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Secure: true, Transport: transport, Region: "us-east-1"})
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, "versitygw makes the bucket", func() error {

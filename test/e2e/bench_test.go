@@ -94,7 +94,7 @@ const restoreObjects = 10000
 func BenchmarkEtcdRestore(b *testing.B) {
 	ns := namespace(b, "bench-restore")
 	key := client.ObjectKey{Namespace: ns, Name: "bench-restore"}
-	store := startBackupStore(b)
+	store := startBackupStore(b, "backups")
 	apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 2, 3))
 	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
 	writeConfigMaps(b, key, restoreObjects)

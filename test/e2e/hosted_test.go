@@ -116,7 +116,7 @@ func TestHostedControlPlane(t *testing.T) {
 		assert.Greater(t, requests, int64(50), "the client polled throughout")
 	})
 
-	store := startBackupStore(t)
+	store := startBackupStore(t, "backups")
 	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3", func(t *testing.T) {
 		snapshotLands(t, store, key)
 	})

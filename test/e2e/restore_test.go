@@ -53,6 +53,44 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	seen := watchConfigMaps(watchCtx, hosted, "bk")
 
+	restoreEtcdInPlace(t, key, snapshot)
+
+	// The snapshot's ConfigMaps, deleted after it or not, and none written
+	// after it.
+	rv := writtenConfigMapsAre(t, hosted, backupConfigMaps)
+
+	// The watcher catches up with the restored cluster: it sees a ConfigMap
+	// written now (bookmarks alone come about once a minute), then stops.
+	listed, err := strconv.ParseInt(rv, 10, 64)
+	require.NoError(t, err)
+	marker, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restore"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	written, err := strconv.ParseInt(marker.ResourceVersion, 10, 64)
+	require.NoError(t, err)
+	eventually(t, time.Minute, "the watcher sees a ConfigMap written after the restore", func() error {
+		if last := seen.last(); last < written {
+			return fmt.Errorf("the watcher is at resourceVersion %d, the ConfigMap written after the restore at %d", last, written)
+		}
+		return nil
+	})
+	stopWatching()
+	require.NoError(t, hosted.CoreV1().ConfigMaps("bk").Delete(ctx, marker.Name, metav1.DeleteOptions{}))
+	versions, relists := seen.result()
+	t.Logf("the watcher saw %d resourceVersions, from %d to %d, and was told to list again %d times", len(versions), versions[0], versions[len(versions)-1], relists)
+	for i := 1; i < len(versions); i++ {
+		require.GreaterOrEqual(t, versions[i], versions[i-1], "resourceVersion %d came after %d", versions[i], versions[i-1])
+	}
+	assert.Greater(t, listed, int64(contract.EtcdRevisionBump), "revisions moved on past the bump")
+	assert.Positive(t, relists, "the watch from before the restore was refused as too old, and the watcher listed again")
+}
+
+// restoreEtcdInPlace asks, as the README shows, for the Cluster's etcd to be
+// restored in place from snapshot, and waits until it was and the control
+// plane is Available again; EtcdRestored names each step on the way.
+func restoreEtcdInPlace(t *testing.T, key client.ObjectKey, snapshot string) {
+	ctx := testContext(t)
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
 	start := time.Now()
 	before := hcp.DeepCopy()
 	if hcp.Annotations == nil {
@@ -83,34 +121,6 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 	assert.Equal(t, v1alpha1.StoppingForRestoreReason, steps[0], "EtcdRestored named each step: %q", steps)
 	assert.Contains(t, steps, v1alpha1.RestoringReason, "EtcdRestored named each step: %q", steps)
 	assert.Equal(t, v1alpha1.ReadyReason, steps[len(steps)-1], "EtcdRestored named each step: %q", steps)
-
-	// The snapshot's ConfigMaps, deleted after it or not, and none written
-	// after it.
-	rv := writtenConfigMapsAre(t, hosted, backupConfigMaps)
-
-	// The watcher catches up with the restored cluster: it sees a ConfigMap
-	// written now (bookmarks alone come about once a minute), then stops.
-	listed, err := strconv.ParseInt(rv, 10, 64)
-	require.NoError(t, err)
-	marker, err := hosted.CoreV1().ConfigMaps("bk").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restore"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	written, err := strconv.ParseInt(marker.ResourceVersion, 10, 64)
-	require.NoError(t, err)
-	eventually(t, time.Minute, "the watcher sees a ConfigMap written after the restore", func() error {
-		if last := seen.last(); last < written {
-			return fmt.Errorf("the watcher is at resourceVersion %d, the ConfigMap written after the restore at %d", last, written)
-		}
-		return nil
-	})
-	stopWatching()
-	require.NoError(t, hosted.CoreV1().ConfigMaps("bk").Delete(ctx, marker.Name, metav1.DeleteOptions{}))
-	versions, relists := seen.result()
-	t.Logf("the watcher saw %d resourceVersions, from %d to %d, and was told to list again %d times", len(versions), versions[0], versions[len(versions)-1], relists)
-	for i := 1; i < len(versions); i++ {
-		require.GreaterOrEqual(t, versions[i], versions[i-1], "resourceVersion %d came after %d", versions[i], versions[i-1])
-	}
-	assert.Greater(t, listed, int64(contract.EtcdRevisionBump), "revisions moved on past the bump")
-	assert.Positive(t, relists, "the watch from before the restore was refused as too old, and the watcher listed again")
 }
 
 // seenVersions are the resourceVersions a watcher saw, in order, and how

@@ -29,8 +29,10 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
@@ -66,7 +68,9 @@ func workerCluster(name string) string {
 // konnectivity agent run on it, a pod on it resolves the kubernetes
 // Service and reaches the API server through it with its service account
 // token, and kubectl logs and exec reach that pod through the hosted API
-// server (via konnectivity). Then the worker and the Cluster are deleted.
+// server (via konnectivity). Restored in place from a snapshot, etcd takes
+// the kubelet's writes again and exec reaches the pod again. Then the worker
+// and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
 	t.Parallel()
 	workerJoins(t, "worker", "joined", false)
@@ -238,6 +242,15 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
 	})
 
+	if !gateway {
+		// The store outlives the subtest: deleting the Cluster takes a
+		// final snapshot.
+		store := startBackupStore(t, ns+"-backups")
+		t.Run("restored in place, the node and its pod carry on", func(t *testing.T) {
+			workerCarriesOnAfterRestore(t, store, cfg, hosted, key, nodeName)
+		})
+	}
+
 	t.Run("the worker and the Cluster are deleted", func(t *testing.T) {
 		require.NoError(t, stop())
 		_, err := os.Stat(worker.Dir)
@@ -246,6 +259,52 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		assert.True(t, os.IsNotExist(err), "the worker's network namespace is removed: %v", err)
 		deleteClusters(t, key)
 	})
+}
+
+// workerCarriesOnAfterRestore takes a snapshot of the Cluster's etcd,
+// which holds the node and the probe pod, restores etcd in place from it,
+// and checks that the node's kubelet writes to the restored cluster again
+// (its lease is renewed and the node is Ready), that the pod still runs,
+// and that kubectl exec reaches it through konnectivity again.
+func workerCarriesOnAfterRestore(t *testing.T, store *backupStore, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string) {
+	ctx := testContext(t)
+	hcp := backUp(t, store, key, true)
+	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if hcp.Status.Etcd.LastBackupKey == "" {
+			return fmt.Errorf("no snapshot yet; BackupReady: %+v", conditions.Get(hcp, v1alpha1.BackupReadyCondition))
+		}
+		return nil
+	})
+	restoreEtcdInPlace(t, key, hcp.Status.Etcd.LastBackupKey)
+	restored := time.Now()
+
+	eventually(t, 3*time.Minute, "the kubelet renews its lease in the restored cluster", func() error {
+		lease, err := hosted.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if renewed := lease.Spec.RenewTime; renewed == nil || renewed.Before(&metav1.MicroTime{Time: restored}) {
+			return fmt.Errorf("lease last renewed %v, the restore ended %v", renewed, restored)
+		}
+		return nil
+	})
+	require.NoError(t, nodeReady(ctx, hosted, nodeName)())
+	pod, err := hosted.CoreV1().Pods("default").Get(ctx, "probe", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PodRunning, pod.Status.Phase)
+	var stdout, stderr string
+	eventually(t, 2*time.Minute, "kubectl exec reaches the pod through konnectivity again", func() error {
+		stdout, stderr, err = execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
+		if err != nil {
+			return fmt.Errorf("exec: %w (stderr %q)", err, stderr)
+		}
+		return nil
+	})
+	assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
+	t.Logf("the kubelet renewed its lease, and exec reached the pod, %s after the restore", time.Since(restored).Round(time.Second))
 }
 
 // bootstrapToken creates a bootstrap token in the hosted cluster and waits
