@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,18 +28,10 @@ var etcdClients = []struct {
 	{components.Scheduler{}, contract.SchedulerComponent},
 }
 
-// restoreStopGrace is the grace period, in seconds, of an API server,
-// controller-manager or scheduler pod stopped for a restore in place. Their
-// own grace period lets load balancers drain a rolling API server and its
-// watches end; every one of them stops here, and an API server that holds a
-// watch would take all of it (60s).
-const restoreStopGrace = 2
-
 // stopForRestore keeps, while etcd is restored in place, the API servers,
 // controller-manager and scheduler at no replicas, ahead of the phases that
-// would keep them after etcd's, and shortens the grace period of their pods
-// that terminate; until their pods are gone etcd's phase waits, and no
-// member stops.
+// would keep them after etcd's; until their pods are gone etcd's phase
+// waits, and no member stops.
 func (r *Reconciler) stopForRestore(ctx context.Context, s *scope) {
 	if s.in.ControlPlane == nil || !s.in.RestoringEtcd() {
 		return
@@ -58,32 +48,12 @@ func (r *Reconciler) stopForRestore(ctx context.Context, s *scope) {
 			return
 		}
 		left += len(pods.Items)
-		for i := range pods.Items {
-			if err := hurry(ctx, r.client, &pods.Items[i]); err != nil {
-				s.held[v1alpha1.EtcdReadyCondition] = failure(err)
-				return
-			}
-		}
 	}
 	if left > 0 {
 		s.held[v1alpha1.EtcdReadyCondition] = readiness.Waiting(v1alpha1.StoppingForRestoreReason,
 			"stopping the API servers, controller-manager and scheduler (%d pods left) before etcd is restored from %s",
 			left, s.hcp.Status.Etcd.Restoring.Key)
 	}
-}
-
-// hurry deletes a terminating pod again with restoreStopGrace, which
-// shortens its grace period; the pod stays until its containers are gone.
-// A pod its ReplicaSet keeps is left alone.
-func hurry(ctx context.Context, c client.Client, pod *corev1.Pod) error {
-	if pod.DeletionTimestamp == nil || ptr.Deref(pod.DeletionGracePeriodSeconds, 0) <= restoreStopGrace {
-		return nil
-	}
-	err := c.Delete(ctx, pod, client.GracePeriodSeconds(restoreStopGrace), client.Preconditions{UID: &pod.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("stop pod %s: %w", pod.Name, err)
-	}
-	return nil
 }
 
 // recordRestore tells in EtcdRestored how far a restore in place is, as

@@ -1,23 +1,17 @@
 package controller
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
@@ -79,40 +73,4 @@ func TestRestoreEndsFromAStaleCopy(t *testing.T) {
 	again := conditions.Get(got, v1alpha1.EtcdRestoredCondition)
 	assert.Equal(t, restored.Message, again.Message)
 	assert.Equal(t, metav1.ConditionTrue, again.Status)
-}
-
-// Stopping for a restore in place shortens the grace period of the pods
-// their ReplicaSets terminate, and leaves a pod that is kept alone.
-func TestHurryShortensOnlyTerminatingPods(t *testing.T) {
-	var deleted []string
-	var grace []int64
-	c := fake.NewClientBuilder().WithScheme(observedKinds()).WithInterceptorFuncs(interceptor.Funcs{
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			o := &client.DeleteOptions{}
-			o.ApplyOptions(opts)
-			deleted = append(deleted, obj.GetName())
-			grace = append(grace, ptr.Deref(o.GracePeriodSeconds, -1))
-			require.NotNil(t, o.Preconditions, "a pod of the same name created since is not deleted")
-			assert.Equal(t, obj.GetUID(), *o.Preconditions.UID)
-			return nil
-		},
-	}).Build()
-	pod := func(name string, terminating bool, grace int64) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid")}}
-		if terminating {
-			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-			p.DeletionGracePeriodSeconds = ptr.To(grace)
-		}
-		return p
-	}
-	for _, p := range []*corev1.Pod{
-		pod("running", false, 0),
-		pod("apiserver-terminating", true, 60),
-		pod("hurried", true, restoreStopGrace),
-		pod("killed", true, 0),
-	} {
-		require.NoError(t, hurry(t.Context(), c, p))
-	}
-	assert.Equal(t, []string{"apiserver-terminating"}, deleted)
-	assert.Equal(t, []int64{restoreStopGrace}, grace)
 }
