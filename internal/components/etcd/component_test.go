@@ -228,7 +228,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 		"a rollout under NOSPACE, which may raise the quota": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}),
 				&render.EtcdMembership{
-					Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+					Answered: true, Existing: true, NoSpace: true, OnlyFull: true, Members: membership(3).Members,
 					Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
 				}),
 			want: readiness.Ready(""),
@@ -236,7 +236,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 		"a rollout under NOSPACE with a database past its quota, as etcd leaves it": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"quota-backend-bytes": "8589934592"}}}),
 				&render.EtcdMembership{
-					Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+					Answered: true, Existing: true, NoSpace: true, OnlyFull: true, Members: membership(3).Members,
 					Problems: []string{
 						"member demo-etcd-1 database is 225 MiB, 100% of its 224 MiB quota (limit 100%)",
 						"alarm NOSPACE is raised on member demo-etcd-1",
@@ -261,7 +261,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	// the databases are kept, which would hold it as long as etcd refuses
 	// writes.
 	full := &render.EtcdMembership{
-		Answered: true, Existing: true, NoSpace: true, Members: membership(3).Members,
+		Answered: true, Existing: true, NoSpace: true, OnlyFull: true, Members: membership(3).Members,
 		Problems: []string{"alarm NOSPACE is raised on member demo-etcd-1"},
 	}
 	for i := range full.Members {

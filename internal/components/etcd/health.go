@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // DefaultQuotaRatio is the share of its backend quota a member's database
@@ -70,6 +72,29 @@ type Report struct {
 	// Problems says what is wrong, one phrase each, in a stable order; no
 	// problems means healthy.
 	Problems []string
+	// OnlyFull tells that every problem is of a full database: a NOSPACE
+	// alarm, or a database at its quota (true when there is none).
+	OnlyFull bool
+}
+
+// verdict gathers the problems of an observation, counting those of a
+// full database.
+type verdict struct {
+	problems []string
+	full     int
+}
+
+func (v *verdict) add(format string, args ...any) {
+	v.problems = append(v.problems, fmt.Sprintf(format, args...))
+}
+
+func (v *verdict) addFull(format string, args ...any) {
+	v.add(format, args...)
+	v.full++
+}
+
+func (v *verdict) report() Report {
+	return Report{Problems: v.problems, OnlyFull: v.full == len(v.problems)}
 }
 
 // Healthy reports whether nothing is wrong.
@@ -93,49 +118,39 @@ func Evaluate(o Observation, quotaRatio float64) Report {
 	}
 	statuses := slices.SortedFunc(slices.Values(o.Statuses), func(a, b Status) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
 	answered := map[uint64]bool{}
-	var problems []string
+	v := &verdict{}
 	for _, s := range statuses {
 		if s.Err != nil {
-			problems = append(problems, fmt.Sprintf("no answer from %s", s.Endpoint))
+			v.add("no answer from %s", s.Endpoint)
 			continue
 		}
 		answered[s.MemberID] = true
-		problems = append(problems, statusProblems(s, memberName(names, s.MemberID), cmp.Or(s.DBSizeQuota, o.Quota, defaultQuotaBytes), quotaRatio)...)
+		judgeStatus(v, s, memberName(names, s.MemberID), cmp.Or(s.DBSizeQuota, o.Quota, defaultQuotaBytes), quotaRatio)
 	}
 	if len(answered) == 0 {
-		return Report{Problems: append(problems, "no member answers")}
+		v.add("no member answers")
+		return v.report()
 	}
-	problems = append(problems, membershipProblems(o, names, answered)...)
-	return Report{Problems: problems}
+	judgeMembership(v, o, names, answered)
+	return v.report()
 }
 
-// statusProblems judges one member's answer; quota is its backend quota.
-func statusProblems(s Status, name string, quota int64, quotaRatio float64) []string {
-	var problems []string
+// judgeStatus judges one member's answer; quota is its backend quota.
+func judgeStatus(v *verdict, s Status, name string, quota int64, quotaRatio float64) {
 	if s.Leader == 0 {
-		problems = append(problems, fmt.Sprintf("member %s has no leader", name))
+		v.add("member %s has no leader", name)
 	}
 	if float64(s.DBSize) >= quotaRatio*float64(quota) {
-		problems = append(problems, fmt.Sprintf("member %s database is %s, %d%% of its %s quota"+quotaLimit+"%.4g%%)",
-			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), quotaRatio*100))
+		v.addFull("member %s database is %s, %d%% of its %s quota (limit %.4g%%)",
+			name, mebibytes(s.DBSize), s.DBSize*100/quota, mebibytes(quota), quotaRatio*100)
 	}
-	return problems
 }
 
-// quotaLimit is how statusProblems' phrase of a database near or at its
-// quota goes on; fullDatabase finds it by it.
-const quotaLimit = " (limit "
-
-// fullDatabase tells whether problem is statusProblems' phrase of a
-// database near or at its quota.
-func fullDatabase(problem string) bool {
-	return strings.HasPrefix(problem, "member ") && strings.Contains(problem, " quota"+quotaLimit)
-}
-
-func membershipProblems(o Observation, names map[uint64]string, answered map[uint64]bool) []string {
-	var problems []string
+// judgeMembership judges the member list and the alarms: members that
+// have not started or do not answer, a split on the leader, alarms raised.
+func judgeMembership(v *verdict, o Observation, names map[uint64]string, answered map[uint64]bool) {
 	if o.MembersErr != nil {
-		problems = append(problems, "the member list is unavailable (no quorum)")
+		v.add("the member list is unavailable (no quorum)")
 	}
 	members := slices.SortedFunc(slices.Values(o.Members), func(a, b Member) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
@@ -143,9 +158,9 @@ func membershipProblems(o Observation, names map[uint64]string, answered map[uin
 	for _, m := range members {
 		switch {
 		case m.Name == "":
-			problems = append(problems, fmt.Sprintf("member %s has not started", memberName(names, m.ID)))
+			v.add("member %s has not started", memberName(names, m.ID))
 		case !answered[m.ID]:
-			problems = append(problems, fmt.Sprintf("member %s does not answer", m.Name))
+			v.add("member %s does not answer", m.Name)
 		}
 	}
 	leaders := map[uint64]bool{}
@@ -155,18 +170,21 @@ func membershipProblems(o Observation, names map[uint64]string, answered map[uin
 		}
 	}
 	if len(leaders) > 1 {
-		problems = append(problems, "members disagree on the leader")
+		v.add("members disagree on the leader")
 	}
 	if o.AlarmsErr != nil {
-		problems = append(problems, "the alarm list is unavailable")
+		v.add("the alarm list is unavailable")
 	}
 	alarms := slices.SortedFunc(slices.Values(o.Alarms), func(a, b Alarm) int {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(memberName(names, a.MemberID), memberName(names, b.MemberID)))
 	})
 	for _, a := range alarms {
-		problems = append(problems, fmt.Sprintf("alarm %s is raised on member %s", a.Type, memberName(names, a.MemberID)))
+		add := v.add
+		if a.Type == pb.AlarmType_NOSPACE.String() {
+			add = v.addFull
+		}
+		add("alarm %s is raised on member %s", a.Type, memberName(names, a.MemberID))
 	}
-	return problems
 }
 
 // memberName is the member's name, or its ID in hex (as etcdctl prints it)

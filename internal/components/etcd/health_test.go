@@ -73,3 +73,29 @@ func TestReportString(t *testing.T) {
 	assert.Equal(t, "healthy", Report{}.String())
 	assert.Equal(t, "a; b", Report{Problems: []string{"a", "b"}}.String())
 }
+
+// A full database is told apart from other problems: NOSPACE alarms and
+// databases at their quota only, which a larger quota may heal.
+func TestEvaluateTellsAFullDatabaseApart(t *testing.T) {
+	full := func() Observation {
+		return Observation{
+			Members:  []Member{{ID: 0xa1, Name: "etcd-0"}},
+			Statuses: []Status{{Endpoint: "10.0.0.1:2379", MemberID: 0xa1, Leader: 0xa1, DBSize: 225 << 20, DBSizeQuota: 224 << 20}},
+			Alarms:   []Alarm{{MemberID: 0xa1, Type: "NOSPACE"}},
+		}
+	}
+	r := Evaluate(full(), 1)
+	assert.Equal(t, []string{"member etcd-0 database is 225 MiB, 100% of its 224 MiB quota (limit 100%)", "alarm NOSPACE is raised on member etcd-0"}, r.Problems)
+	assert.True(t, r.OnlyFull)
+
+	corrupt := full()
+	corrupt.Alarms = append(corrupt.Alarms, Alarm{MemberID: 0xa1, Type: "CORRUPT"})
+	assert.False(t, Evaluate(corrupt, 1).OnlyFull, "a CORRUPT alarm too")
+
+	leaderless := full()
+	leaderless.Statuses[0].Leader = 0
+	assert.False(t, Evaluate(leaderless, 1).OnlyFull, "no leader too")
+
+	assert.True(t, Evaluate(Observation{Members: full().Members, Statuses: []Status{{Endpoint: "10.0.0.1:2379", MemberID: 0xa1, Leader: 0xa1}}}, 1).OnlyFull,
+		"healthy: no problem that is not of a full database")
+}

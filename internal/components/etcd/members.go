@@ -189,7 +189,8 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	// Judged at the full quota: a database near it is no reason to hold a
 	// change, a full one raises NOSPACE, which is.
 	own.Statuses = slices.DeleteFunc(slices.Clone(o.Statuses), func(s Status) bool { return !names[pods[s.Endpoint]] })
-	m.Problems = Evaluate(own, 1).Problems
+	report := Evaluate(own, 1)
+	m.Problems, m.OnlyFull = report.Problems, report.OnlyFull
 	return m
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -337,20 +336,7 @@ func healing(next Change, changes, rollout bool, m *render.EtcdMembership) bool 
 	if changes {
 		return next.Kind == Replace
 	}
-	return rollout && onlyNoSpace(m)
-}
-
-// onlyNoSpace tells whether a full database is etcd's only problem: NOSPACE
-// alarms, and databases at their quota (judged at the full quota, see
-// MembershipOf), which etcd lets a little past it by the writes it accepted
-// before it raised the alarm.
-func onlyNoSpace(m *render.EtcdMembership) bool {
-	for _, p := range m.Problems {
-		if !strings.HasPrefix(p, "alarm NOSPACE ") && !fullDatabase(p) {
-			return false
-		}
-	}
-	return true
+	return rollout && m.OnlyFull
 }
 
 func joinProblems(problems []string) string { return Report{Problems: problems}.String() }

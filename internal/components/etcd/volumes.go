@@ -146,7 +146,7 @@ func (c Component) growVolumes(ctx context.Context, r client.Reader, in render.I
 	if c.Writer == nil {
 		return readiness.Outcome{}, false, nil // rendering alone
 	}
-	if m := in.Etcd; m != nil && m.Answered && len(m.Problems) > 0 && !onlyNoSpace(m) {
+	if m := in.Etcd; m != nil && m.Answered && len(m.Problems) > 0 && !m.OnlyFull {
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before growing its volumes to %s: %s",
 			want.String(), joinProblems(m.Problems))), true, nil
 	}

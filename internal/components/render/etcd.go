@@ -41,4 +41,7 @@ type EtcdMembership struct {
 	Problems []string
 	// NoSpace tells that a NOSPACE alarm is raised: etcd refuses writes.
 	NoSpace bool
+	// OnlyFull tells that every problem is of a full database: a NOSPACE
+	// alarm, or a database at its quota (true when there is none).
+	OnlyFull bool
 }
