@@ -106,18 +106,7 @@ func randomHex(t testing.TB) string {
 // bucket: whole (its sha256) and holding every ConfigMap.
 func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	writeConfigMaps(t, key, backupConfigMaps)
-	ctx := testContext(t)
-	hcp := backUp(t, s, key, true)
-	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
-		if err := k8s.Get(ctx, key, hcp); err != nil {
-			return err
-		}
-		if hcp.Status.Etcd.LastBackupKey == "" {
-			return fmt.Errorf("no snapshot yet; BackupReady: %+v", conditions.Get(hcp, v1alpha1.BackupReadyCondition))
-		}
-		return nil
-	})
-	st := hcp.Status.Etcd
+	st := snapshotStored(t, s, key).Status.Etcd
 	require.True(t, strings.HasPrefix(st.LastBackupKey, key.Namespace+"/"+key.Name+"/"), st.LastBackupKey)
 	data := s.download(t, st.LastBackupKey)
 	require.Equal(t, st.LastBackupSize.Value(), int64(len(data)))
@@ -214,6 +203,22 @@ func backUp(t testing.TB, s *backupStore, key client.ObjectKey, now bool) *v1alp
 		hcp.Annotations = map[string]string{v1alpha1.BackupNowAnnotation: "e2e"}
 	}
 	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
+	return hcp
+}
+
+// snapshotStored turns on backups of the Cluster's control plane into the
+// store, asks for a snapshot now, and waits until it is stored.
+func snapshotStored(t testing.TB, s *backupStore, key client.ObjectKey) *v1alpha1.HostedControlPlane {
+	hcp := backUp(t, s, key, true)
+	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
+		if err := k8s.Get(testContext(t), key, hcp); err != nil {
+			return err
+		}
+		if hcp.Status.Etcd.LastBackupKey == "" {
+			return fmt.Errorf("no snapshot yet; BackupReady: %+v", conditions.Get(hcp, v1alpha1.BackupReadyCondition))
+		}
+		return nil
+	})
 	return hcp
 }
 

@@ -29,10 +29,8 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
@@ -268,17 +266,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 // and that kubectl exec reaches it through konnectivity again.
 func workerCarriesOnAfterRestore(t *testing.T, store *backupStore, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string) {
 	ctx := testContext(t)
-	hcp := backUp(t, store, key, true)
-	eventually(t, 2*time.Minute, "a snapshot is stored", func() error {
-		if err := k8s.Get(ctx, key, hcp); err != nil {
-			return err
-		}
-		if hcp.Status.Etcd.LastBackupKey == "" {
-			return fmt.Errorf("no snapshot yet; BackupReady: %+v", conditions.Get(hcp, v1alpha1.BackupReadyCondition))
-		}
-		return nil
-	})
-	restoreEtcdInPlace(t, key, hcp.Status.Etcd.LastBackupKey)
+	restoreEtcdInPlace(t, key, snapshotStored(t, store, key).Status.Etcd.LastBackupKey)
 	restored := time.Now()
 
 	eventually(t, 3*time.Minute, "the kubelet renews its lease in the restored cluster", func() error {
