@@ -72,6 +72,9 @@
 // request is never taken twice. A snapshot that cannot be had stops
 // nothing: EtcdRestored says why and it is tried again. While the restore
 // is under way it keeps the URL valid and takes no snapshot; the control
-// plane reconciler stops, restores and starts the control plane, and ends
-// the restore (package etcd).
+// plane reconciler stops, restores and starts the control plane, tells
+// each step in EtcdRestored and ends the restore (package etcd). Both
+// controllers own EtcdRestored in their patches, each changing it only at
+// its own steps, so a pass that started from an older copy does not lose
+// its step to the other's.
 package backup
