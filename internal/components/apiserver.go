@@ -133,7 +133,12 @@ func apiServerNetworkPolicy(in render.Input) *networkingv1.NetworkPolicy {
 const (
 	// apiServerShutdownDelay keeps a terminating API server serving while
 	// its endpoint leaves the Service and load balancers stop sending it new
-	// connections; the pod's grace period covers it and the drain after it.
+	// connections. After it the API server answers new requests with 429
+	// and Retry-After, which clients retry on another connection, drains
+	// the requests in flight and then closes what is left, watches too,
+	// within 2s (--shutdown-send-retry-after). Otherwise an open watch held
+	// it for the whole request timeout (60s), past the pod's grace period.
+	// The grace period covers the delay and the drain.
 	apiServerShutdownDelay = 15 * time.Second
 	apiServerGracePeriod   = 60
 )
@@ -188,6 +193,7 @@ func apiServerArgs(in render.Input) []string {
 		"requestheader-username-headers":     "X-Remote-User",
 		"secure-port":                        strconv.Itoa(contract.APIServerPort),
 		"shutdown-delay-duration":            apiServerShutdownDelay.String(),
+		"shutdown-send-retry-after":          "true",
 		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
 		"service-account-key-file":           pki + "/sa/tls.key",
 		"service-account-signing-key-file":   pki + "/sa/tls.key",
