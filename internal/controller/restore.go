@@ -60,11 +60,14 @@ func (r *Reconciler) stopForRestore(ctx context.Context, s *scope) {
 // etcd's phase said, and ends it once etcd answers with every member it
 // was restored with: status.etcd.restoredFrom records it, and the next
 // pass starts the API servers again. Once it ended, EtcdRestored keeps
-// saying so, even after a pass from a copy older than the end told a step.
+// saying so, even after a pass from a copy older than the end told a step;
+// but while a new request is pending, what the backup controller says of it
+// stands.
 func (r *Reconciler) recordRestore(s *scope) {
 	restoring := s.hcp.Status.Etcd.Restoring
 	if restoring == nil {
-		if from := s.hcp.Status.Etcd.RestoredFrom; from != nil && from.ID != "" {
+		_, asked := s.hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]
+		if from := s.hcp.Status.Etcd.RestoredFrom; from != nil && from.ID != "" && !asked {
 			restoredInPlace(s.hcp, from)
 		}
 		return

@@ -73,4 +73,14 @@ func TestRestoreEndsFromAStaleCopy(t *testing.T) {
 	again := conditions.Get(got, v1alpha1.EtcdRestoredCondition)
 	assert.Equal(t, restored.Message, again.Message)
 	assert.Equal(t, metav1.ConditionTrue, again.Status)
+
+	// A new request whose snapshot cannot be had: what the backup
+	// controller says of it stands while the request does.
+	got.Annotations = map[string]string{v1alpha1.RestoreEtcdAnnotation: "ns/demo/missing.db"}
+	setRestoredStep(got, "SnapshotNotFound", "etcd is not restored in place, and nothing was stopped: snapshot ns/demo/missing.db does not exist")
+	r.recordRestore(&scope{hcp: got, in: in})
+	assert.Equal(t, "SnapshotNotFound", conditions.Get(got, v1alpha1.EtcdRestoredCondition).Reason)
+	delete(got.Annotations, v1alpha1.RestoreEtcdAnnotation)
+	r.recordRestore(&scope{hcp: got, in: in})
+	assert.Equal(t, restored.Message, conditions.Get(got, v1alpha1.EtcdRestoredCondition).Message, "the request withdrawn, the last restore is told again")
 }
