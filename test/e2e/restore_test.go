@@ -86,30 +86,29 @@ func restoredInPlace(t *testing.T, key client.ObjectKey) {
 
 // restoreEtcdInPlace asks, as the README shows, for the Cluster's etcd to be
 // restored in place from snapshot, and waits until it was and the control
-// plane is Available again; EtcdRestored names each step on the way.
+// plane is Available again; EtcdRestored names each step on the way, as a
+// watch of the control plane sees every change of it.
 func restoreEtcdInPlace(t *testing.T, key client.ObjectKey, snapshot string) {
 	ctx := testContext(t)
 	hcp := &v1alpha1.HostedControlPlane{}
 	require.NoError(t, k8s.Get(ctx, key, hcp))
 	start := time.Now()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	seen := watchRestoreSteps(watchCtx, t, hcp, start)
+	defer seen.stop() // after stopWatching: nothing logs once the test ended
+	defer stopWatching()
 	before := hcp.DeepCopy()
 	if hcp.Annotations == nil {
 		hcp.Annotations = map[string]string{}
 	}
 	hcp.Annotations[v1alpha1.RestoreEtcdAnnotation] = snapshot
 	require.NoError(t, k8s.Patch(ctx, hcp, client.MergeFrom(before)))
-	var steps []string
 	eventually(t, 10*time.Minute, "etcd restored in place", func() error {
 		if err := k8s.Get(ctx, key, hcp); err != nil {
 			return err
 		}
-		c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition)
-		if c != nil && (len(steps) == 0 || steps[len(steps)-1] != c.Reason) {
-			steps = append(steps, c.Reason)
-			t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
-		}
 		if from := hcp.Status.Etcd.RestoredFrom; from == nil || from.ID == "" || hcp.Status.Etcd.Restoring != nil || !conditions.IsTrue(hcp, v1alpha1.EtcdRestoredCondition) {
-			return fmt.Errorf("not restored in place yet: %+v", c)
+			return fmt.Errorf("not restored in place yet: %+v", conditions.Get(hcp, v1alpha1.EtcdRestoredCondition))
 		}
 		return nil
 	})
@@ -117,10 +116,73 @@ func restoreEtcdInPlace(t *testing.T, key client.ObjectKey, snapshot string) {
 	t.Logf("restored in place from %s and Available %s after asking", snapshot, time.Since(start).Round(time.Second))
 	assert.Equal(t, snapshot, hcp.Status.Etcd.RestoredFrom.Key)
 	assert.NotContains(t, hcp.Annotations, v1alpha1.RestoreEtcdAnnotation, "the request was taken")
+	stopWatching()
+	steps := seen.stop()
 	require.NotEmpty(t, steps)
 	assert.Equal(t, v1alpha1.StoppingForRestoreReason, steps[0], "EtcdRestored named each step: %q", steps)
 	assert.Contains(t, steps, v1alpha1.RestoringReason, "EtcdRestored named each step: %q", steps)
 	assert.Equal(t, v1alpha1.ReadyReason, steps[len(steps)-1], "EtcdRestored named each step: %q", steps)
+}
+
+// restoreSteps are the reasons EtcdRestored took, in order.
+type restoreSteps struct {
+	mu      sync.Mutex
+	reasons []string
+	done    chan struct{}
+}
+
+// watchRestoreSteps watches the control plane from the resourceVersion of
+// hcp until ctx ends, and records each reason EtcdRestored takes after the
+// one hcp shows, logging it with the time since start. A watch, unlike a
+// poll, sees a step however short it is.
+func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedControlPlane, start time.Time) *restoreSteps {
+	w, err := client.NewWithWatch(mgmt.REST, client.Options{Scheme: k8s.Scheme()})
+	require.NoError(t, err)
+	s := &restoreSteps{done: make(chan struct{})}
+	last, rv := "", hcp.ResourceVersion
+	if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c != nil {
+		last = c.Reason + ": " + c.Message
+	}
+	go func() {
+		defer close(s.done)
+		for ctx.Err() == nil {
+			watcher, err := w.Watch(ctx, &v1alpha1.HostedControlPlaneList{}, client.InNamespace(hcp.Namespace),
+				client.MatchingFields{"metadata.name": hcp.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for ev := range watcher.ResultChan() {
+				seen, ok := ev.Object.(*v1alpha1.HostedControlPlane)
+				if !ok {
+					break // an error: watch again from the last resourceVersion
+				}
+				rv = seen.ResourceVersion
+				c := conditions.Get(seen, v1alpha1.EtcdRestoredCondition)
+				if c == nil || c.Reason+": "+c.Message == last {
+					continue
+				}
+				last = c.Reason + ": " + c.Message
+				s.mu.Lock()
+				if n := len(s.reasons); n == 0 || s.reasons[n-1] != c.Reason {
+					s.reasons = append(s.reasons, c.Reason)
+					t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
+				}
+				s.mu.Unlock()
+			}
+			watcher.Stop()
+		}
+	}()
+	return s
+}
+
+// stop waits until the watch ended (its context must be done) and returns
+// the reasons seen.
+func (s *restoreSteps) stop() []string {
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reasons
 }
 
 // seenVersions are the resourceVersions a watcher saw, in order, and how
