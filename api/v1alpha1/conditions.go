@@ -60,6 +60,11 @@ const (
 	SnapshotFailedReason       = "SnapshotFailed"
 	FinalSnapshotSkippedReason = "FinalSnapshotSkipped"
 	BackupPendingReason        = "BackupPending"
+	// RefNotPermittedReason: the backup Secret, or the snapshots to
+	// restore, are in another namespace and no ReferenceGrant there allows
+	// this control plane's namespace to use them (or the ReferenceGrant CRD
+	// is not installed). Nothing of them was read.
+	RefNotPermittedReason = "RefNotPermitted"
 )
 
 // EtcdRestoredCondition: etcd started from the snapshot spec.etcd.restore

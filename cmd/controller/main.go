@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
@@ -46,7 +47,7 @@ func main() {
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install,
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install, gatewayv1beta1.Install,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err

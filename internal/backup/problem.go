@@ -3,6 +3,7 @@ package backup
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
@@ -31,4 +32,19 @@ func reasonOf(err error) string {
 	default:
 		return v1alpha1.SnapshotFailedReason
 	}
+}
+
+// sanitizeCode keeps what an S3 error code may hold (letters and digits),
+// so that a store cannot make a message say anything else.
+func sanitizeCode(code string) string {
+	code = strings.Map(func(r rune) rune {
+		if r < '0' || r > 'z' || (r > '9' && r < 'A') || (r > 'Z' && r < 'a') {
+			return -1
+		}
+		return r
+	}, code)
+	if len(code) > 64 {
+		code = code[:64]
+	}
+	return code
 }

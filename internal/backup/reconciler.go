@@ -334,12 +334,13 @@ func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane,
 	case errors.Is(err, snapshotcheck.ErrCorrupt):
 		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the snapshot from %s failed its sha256 check; nothing was stored", snap.Endpoint)
 	case err != nil:
-		return taken{}, problem(v1alpha1.SnapshotFailedReason, "snapshot from %s to %s: %v", snap.Endpoint, st.endpoint, err)
+		// What broke the stream from etcd; the store's failures are problems.
+		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the snapshot stream from %s broke: %v", snap.Endpoint, err)
 	}
 	if stored, err := st.size(ctx, key); err != nil || stored != stream.Size() || size != stream.Size() {
 		_ = st.remove(ctx, key)
-		return taken{}, problem(v1alpha1.SnapshotFailedReason, "%s did not store the %d bytes of %s whole (stored: %d, %v); it was deleted",
-			st.endpoint, stream.Size(), key, stored, err)
+		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the store of %s did not keep the %d bytes of %s whole (stored: %d, %v); it was deleted",
+			st.origin, stream.Size(), key, stored, err)
 	}
 	deleted, err := st.keepNewest(ctx, retention(hcp))
 	return taken{key: key, size: size, deleted: deleted}, err

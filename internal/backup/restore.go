@@ -158,9 +158,13 @@ func (r *Reconciler) prepareRestore(ctx context.Context, hcp *v1alpha1.HostedCon
 	}
 	defer st.close()
 	if key == "" {
-		if key, err = st.resolve(ctx, req.snapshot); err != nil {
-			return "", err
-		}
+		key, err = st.resolve(ctx, r.apiReader, hcp, req.snapshot)
+	} else {
+		// Chosen before, and still only while it may be read.
+		err = st.permitKey(ctx, r.apiReader, hcp, key)
+	}
+	if err != nil {
+		return "", err
 	}
 	expires := time.Now().Add(RestoreURLExpiry)
 	u, err := st.client.PresignedGetObject(ctx, st.bucket, key, RestoreURLExpiry, nil)
@@ -262,17 +266,21 @@ func (r *Reconciler) keepRestoring(ctx context.Context, hcp *v1alpha1.HostedCont
 }
 
 // resolve is the key of snapshot ("latest" or a key) in the store, which
-// must hold it.
-func (s *store) resolve(ctx context.Context, snapshot string) (string, error) {
+// must hold it. A key is confined to the folders hcp may read: its own
+// namespace's, or those a grant allows.
+func (s *store) resolve(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, snapshot string) (string, error) {
 	if snapshot == "" || snapshot == v1alpha1.LatestSnapshot {
 		keys, err := s.snapshots(ctx)
 		if err != nil {
 			return "", err
 		}
 		if len(keys) == 0 {
-			return "", problem(v1alpha1.SnapshotNotFoundReason, "no snapshot under %s in bucket %q at %s", s.prefix, s.bucket, s.endpoint)
+			return "", problem(v1alpha1.SnapshotNotFoundReason, "no snapshot of Cluster %s in the store of %s", s.folder(), s.origin)
 		}
 		return keys[len(keys)-1], nil
+	}
+	if err := s.permitKey(ctx, r, hcp, snapshot); err != nil {
+		return "", err
 	}
 	if _, err := s.client.StatObject(ctx, s.bucket, snapshot, minio.StatObjectOptions{}); err != nil {
 		if minio.ToErrorResponse(err).Code != minio.NoSuchKey {
@@ -282,7 +290,7 @@ func (s *store) resolve(ctx context.Context, snapshot string) (string, error) {
 		if exists, err := s.client.BucketExists(ctx, s.bucket); err != nil || !exists {
 			return "", s.explain(cmp.Or(err, error(minio.ErrorResponse{Code: minio.NoSuchBucket})))
 		}
-		return "", problem(v1alpha1.SnapshotNotFoundReason, "snapshot %s does not exist in bucket %q at %s", snapshot, s.bucket, s.endpoint)
+		return "", problem(v1alpha1.SnapshotNotFoundReason, "snapshot %s does not exist in the store of %s", snapshot, s.origin)
 	}
 	return snapshot, nil
 }

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,9 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/netfail"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/refgrant"
 )
 
 // DefaultPartSize is the size of each part of a snapshot's multipart
@@ -33,26 +34,51 @@ const DefaultPartSize = 16 << 20
 type store struct {
 	client    *minio.Client
 	transport *http.Transport
-	endpoint  string
-	bucket    string
-	// prefix is the bucket's prefix (after the first "/" of the bucket
-	// key) and the cluster's folder, ending in "/".
+	// origin names the backup Secret and the keys the store's settings came
+	// from: messages name those, never a value.
+	origin origin
+	bucket string
+	// root is the bucket's prefix (after the first "/" of the bucket key),
+	// empty or ending in "/"; every cluster's folder is under it.
+	root string
+	// prefix is root and the cluster's folder, ending in "/".
 	prefix string
 	// ca is the PEM CA the backup Secret trusts for the endpoint, if any.
 	ca []byte
 }
 
-// openStore reads the backup Secret of hcp and makes a client of the store
-// it names, on the folder of the Cluster named folder (<namespace>/<name>).
+// origin is where a store's settings come from, for messages.
+type origin struct {
+	secret             client.ObjectKey
+	hostKey, bucketKey string
+}
+
+func (o origin) String() string { return "backup Secret " + o.secret.String() }
+
+// openStore makes a client of the store that the backup Secret of hcp
+// names, on the folder of the Cluster named folder (<namespace>/<name>).
+// A Secret or a folder in another namespace is read only while a
+// ReferenceGrant there allows it, and the grant is checked first, so that
+// without one nothing is read and nothing tells whether it exists.
 func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, folder string) (*store, error) {
 	ref := hcp.Spec.Etcd.Backup.Secret
-	name := client.ObjectKey{Namespace: ptr.Deref(ref.Namespace, hcp.Namespace), Name: ref.Name}
+	src := origin{
+		secret:  client.ObjectKey{Namespace: ptr.Deref(ref.Namespace, hcp.Namespace), Name: ref.Name},
+		hostKey: ptr.Deref(ref.HostKey, "host"), bucketKey: ptr.Deref(ref.BucketKey, "bucket"),
+	}
+	err := refgrant.Check(ctx, r, hcp.Namespace, refgrant.Target{Kind: "Secret", Namespace: src.secret.Namespace, Name: src.secret.Name})
+	if err != nil {
+		return nil, notPermitted("spec.etcd.backup.secret", err)
+	}
+	if err := permitFolder(ctx, r, hcp, folder); err != nil {
+		return nil, err
+	}
 	secret := &corev1.Secret{}
-	if err := r.Get(ctx, name, secret); err != nil {
+	if err := r.Get(ctx, src.secret, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, problem(v1alpha1.BackupSecretInvalidReason, "backup Secret %s does not exist", name)
+			return nil, problem(v1alpha1.BackupSecretInvalidReason, "%s does not exist", src)
 		}
-		return nil, fmt.Errorf("read backup Secret %s: %w", name, err)
+		return nil, fmt.Errorf("read %s: %w", src, err)
 	}
 	// The region may be empty: the client then asks the store for it.
 	var missing []string
@@ -66,7 +92,7 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 	host, region, bucket := value(ref.HostKey, "host", true), value(ref.RegionKey, "region", false), value(ref.BucketKey, "bucket", true)
 	id, key := value(ref.AccessKeyIDKey, "accessKeyID", true), value(ref.SecretAccessKeyKey, "secretAccessKey", true)
 	if len(missing) > 0 {
-		return nil, problem(v1alpha1.BackupSecretInvalidReason, "backup Secret %s has no value for %s", name, strings.Join(missing, ", "))
+		return nil, problem(v1alpha1.BackupSecretInvalidReason, "%s has no value for %s", src, strings.Join(missing, ", "))
 	}
 	transport, err := minio.DefaultTransport(true)
 	if err != nil {
@@ -76,13 +102,13 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 	if len(ca) > 0 {
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(ca) {
-			return nil, problem(v1alpha1.BackupSecretInvalidReason, "backup Secret %s: key %q holds no PEM certificate", name, ptr.Deref(ref.CAKey, "ca.crt"))
+			return nil, problem(v1alpha1.BackupSecretInvalidReason, "%s: key %q holds no PEM certificate", src, ptr.Deref(ref.CAKey, "ca.crt"))
 		}
 		transport.TLSClientConfig.RootCAs = roots
 	}
-	bucket, prefix, _ := strings.Cut(bucket, "/")
-	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		prefix += "/"
+	bucket, root, _ := strings.Cut(bucket, "/")
+	if root = strings.Trim(root, "/"); root != "" {
+		root += "/"
 	}
 	// Path-style unless the endpoint is one known to serve buckets as
 	// host names (AWS, Google): other stores rarely have the DNS for it.
@@ -91,26 +117,89 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 		Transport: transport, BucketLookup: minio.BucketLookupAuto,
 	})
 	if err != nil {
-		return nil, problem(v1alpha1.BackupSecretInvalidReason, "backup Secret %s: endpoint %q: %v", name, host, err)
+		// The client's error quotes the value.
+		return nil, problem(v1alpha1.BackupSecretInvalidReason,
+			"%s: key %q holds no S3 endpoint: it must be a host or host:port, without scheme or path", src, src.hostKey)
 	}
 	return &store{
-		client: c, transport: transport, endpoint: host, bucket: bucket,
-		prefix: prefix + folder + "/", ca: ca,
+		client: c, transport: transport, origin: src, bucket: bucket,
+		root: root, prefix: root + folder + "/", ca: ca,
 	}, nil
 }
+
+// notPermitted is the problem of a reference that no grant allows, made
+// by field; other errors of the check pass as they are.
+func notPermitted(field string, err error) error {
+	if errors.Is(err, refgrant.ErrNotPermitted) {
+		return problem(v1alpha1.RefNotPermittedReason, "%s: %v", field, err)
+	}
+	return err
+}
+
+// permitFolder checks that hcp may read the snapshots of the Cluster named
+// folder (<namespace>/<name>): its own namespace's, or one a grant allows.
+func permitFolder(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, folder string) error {
+	ns, name, _ := strings.Cut(folder, "/")
+	target := refgrant.Target{Group: clusterv1.GroupVersion.Group, Kind: "Cluster", Namespace: ns, Name: name}
+	return notPermitted("the snapshots of Cluster "+folder, refgrant.Check(ctx, r, hcp.Namespace, target))
+}
+
+// permitKey checks that hcp may read the snapshot key: one of a cluster's
+// folder under the store's root, in its own namespace or a granted one.
+func (s *store) permitKey(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, key string) error {
+	folder, err := s.folderOf(key)
+	if err != nil {
+		return err
+	}
+	return permitFolder(ctx, r, hcp, folder)
+}
+
+// folderOf is the folder (<namespace>/<cluster>) a snapshot's key is in;
+// a key outside the store's root, or not a snapshot's, has none.
+func (s *store) folderOf(key string) (string, error) {
+	rest, ok := strings.CutPrefix(key, s.root)
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || !snapshotName.MatchString(parts[2]) {
+		return "", problem(v1alpha1.RefNotPermittedReason,
+			"snapshot %s is not a snapshot of a cluster's folder under the bucket prefix that key %q of %s names", key, s.origin.bucketKey, s.origin)
+	}
+	return parts[0] + "/" + parts[1], nil
+}
+
+// folder is the store's cluster folder, <namespace>/<name>.
+func (s *store) folder() string { return strings.TrimSuffix(strings.TrimPrefix(s.prefix, s.root), "/") }
 
 func (s *store) close() { s.transport.CloseIdleConnections() }
 
 // put uploads r as key in parts of partSize and returns the stored size.
-// The upload completes only if r ends without error.
+// The upload completes only if r ends without error, which it then returns
+// as it is; the store's own failures are explained.
 func (s *store) put(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
-	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
+	in := &tracked{r: r}
+	info, err := s.client.PutObject(ctx, s.bucket, key, in, -1, minio.PutObjectOptions{
 		PartSize: partSize, ContentType: "application/octet-stream",
 	})
-	if err != nil {
+	switch {
+	case in.err != nil:
+		return 0, in.err
+	case err != nil:
 		return 0, s.explain(err)
 	}
 	return info.Size, nil
+}
+
+// tracked remembers the error its reader ended with, other than its end.
+type tracked struct {
+	r   io.Reader
+	err error
+}
+
+func (s *tracked) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
 }
 
 // size is the stored size of key.
@@ -165,24 +254,24 @@ func (s *store) keepNewest(ctx context.Context, keep int) ([]string, error) {
 }
 
 // explain turns what the store answered into a problem that says what
-// failed in a user's words.
+// failed in a user's words. It names the Secret and its keys, never their
+// values: the endpoint, the bucket and the credentials stay out, and so does
+// the text of the store's answer, which may quote them.
 func (s *store) explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	switch minio.ToErrorResponse(err).Code {
+	switch code := minio.ToErrorResponse(err).Code; code {
+	case "":
 	case minio.NoSuchBucket:
-		return problem(v1alpha1.BucketNotFoundReason, "bucket %q does not exist at %s", s.bucket, s.endpoint)
+		return problem(v1alpha1.BucketNotFoundReason, "the bucket that key %q of %s names does not exist at its endpoint", s.origin.bucketKey, s.origin)
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
-		return problem(v1alpha1.CredentialsRefusedReason, "%s refused the credentials of the backup Secret: %s",
-			s.endpoint, minio.ToErrorResponse(err).Message)
+		return problem(v1alpha1.CredentialsRefusedReason, "the S3 endpoint refused the credentials of %s (%s)", s.origin, code)
+	default:
+		return fmt.Errorf("the S3 endpoint of %s answered %s", s.origin, sanitizeCode(code))
 	}
-	// Whatever fails before an answer: no route, refused or reset
-	// connections, timeouts, a certificate that is not trusted.
-	var transport *url.Error
-	var network *net.OpError
-	if errors.As(err, &transport) || errors.As(err, &network) {
-		return problem(v1alpha1.EndpointUnreachableReason, "S3 endpoint %s is unreachable: %v", s.endpoint, err)
+	if why := netfail.Describe(err); why != "" {
+		return problem(v1alpha1.EndpointUnreachableReason, "the S3 endpoint that key %q of %s names is unreachable: %s", s.origin.hostKey, s.origin, why)
 	}
-	return fmt.Errorf("S3 endpoint %s: %w", s.endpoint, err)
+	return fmt.Errorf("the S3 request to the endpoint of %s failed", s.origin)
 }

@@ -61,7 +61,7 @@ func (HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.H
 }
 
 func controlPlaneWarnings(hcp *v1alpha1.HostedControlPlane) admission.Warnings {
-	return SettingsWarnings(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings)
+	return append(SettingsWarnings(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings), ReferenceWarnings(hcp)...)
 }
 
 // ValidateDelete allows every delete; the controller's finalizer takes care

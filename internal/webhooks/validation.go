@@ -242,7 +242,59 @@ func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorLi
 			errs = append(errs, field.Invalid(secret.Child("namespace"), *ns, "must be a namespace name: "+msg))
 		}
 	}
+	return append(errs, validateSecretKeys(secret, &backup.Secret)...)
+}
+
+// validateSecretKeys: each setting of the store comes from a key of its
+// own. A Secret shared through a grant is read with keys the tenant chose,
+// and were two settings one key, the secret access key could be sent as
+// the endpoint's host name or end up in the bucket's prefix of object keys.
+func validateSecretKeys(path *field.Path, s *v1alpha1.EtcdBackupSecret) field.ErrorList {
+	keys := []struct {
+		name     string
+		value    *string
+		fallback string
+	}{
+		{"accessKeyIDKey", s.AccessKeyIDKey, "accessKeyID"}, {"secretAccessKeyKey", s.SecretAccessKeyKey, "secretAccessKey"},
+		{"hostKey", s.HostKey, "host"}, {"regionKey", s.RegionKey, "region"}, {"bucketKey", s.BucketKey, "bucket"},
+		{"caKey", s.CAKey, "ca.crt"},
+	}
+	var errs field.ErrorList
+	usedBy := map[string]string{}
+	for _, k := range keys {
+		key := ptr.Deref(k.value, k.fallback)
+		if msgs := validation.IsConfigMapKey(key); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path.Child(k.name), key, "must be a key of a Secret's data: "+strings.Join(msgs, "; ")))
+		}
+		if other, taken := usedBy[key]; taken {
+			errs = append(errs, field.Invalid(path.Child(k.name), key, fmt.Sprintf(
+				"is also %s: each setting of the store must come from a key of its own", path.Child(other))))
+		}
+		usedBy[key] = k.name
+	}
 	return errs
+}
+
+// ReferenceWarnings tell of the references of hcp to other namespaces,
+// which the controller follows only while a ReferenceGrant there allows
+// them: the grant may come later, so admission accepts them.
+func ReferenceWarnings(hcp *v1alpha1.HostedControlPlane) []string {
+	var warnings []string
+	grant := func(field, kind, ns, name string) {
+		warnings = append(warnings, fmt.Sprintf("%s names %s %s/%s in another namespace: the controller uses it only while a ReferenceGrant in %s "+
+			"allows HostedControlPlanes of namespace %s (group %s) to use %s %s; until then nothing of it is read",
+			field, kind, ns, name, ns, hcp.Namespace, v1alpha1.GroupVersion.Group, kind, name))
+	}
+	etcd := hcp.Spec.Etcd
+	if b := etcd.Backup; b != nil && b.Secret.Namespace != nil && *b.Secret.Namespace != hcp.Namespace {
+		grant("spec.etcd.backup.secret", "Secret", *b.Secret.Namespace, b.Secret.Name)
+	}
+	if r := etcd.Restore; r != nil {
+		if ns, name, ok := strings.Cut(r.FromCluster, "/"); ok && ns != hcp.Namespace {
+			grant("spec.etcd.restore.fromCluster", "Cluster", ns, name)
+		}
+	}
+	return warnings
 }
 
 func validateCertificates(path *field.Path, c *v1alpha1.CertificatesSpec) field.ErrorList {

@@ -392,7 +392,28 @@ func TestEtcdVolumeAndBackup(t *testing.T) {
 		{"backup secret namespace", func(h *v1alpha1.HostedControlPlane) {
 			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To("Backups")}}
 		}, `spec.etcd.backup.secret.namespace: Invalid value: "Backups": must be a namespace name`},
+		{"the secret access key read as the host", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", HostKey: ptr.To("secretAccessKey")}}
+		}, `spec.etcd.backup.secret.hostKey: Invalid value: "secretAccessKey": is also spec.etcd.backup.secret.secretAccessKeyKey: each setting of the store must come from a key of its own`},
+		{"a key no Secret can have", func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", BucketKey: ptr.To("../bucket")}}
+		}, `spec.etcd.backup.secret.bucketKey: Invalid value: "../bucket": must be a key of a Secret's data`},
 	})
+}
+
+func TestReferenceWarnings(t *testing.T) {
+	hcp := valid()
+	hcp.Namespace = "tenant-a"
+	hcp.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3", Namespace: ptr.To("tenant-a")}}
+	assert.Empty(t, ReferenceWarnings(hcp), "the control plane's own namespace needs no grant")
+	hcp.Spec.Etcd.Backup.Secret.Namespace = ptr.To("capi-system")
+	hcp.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest", FromCluster: "tenant-b/victim"}
+	assert.Equal(t, []string{
+		"spec.etcd.backup.secret names Secret capi-system/s3 in another namespace: the controller uses it only while a ReferenceGrant in capi-system " +
+			"allows HostedControlPlanes of namespace tenant-a (group controlplane.cluster.x-k8s.io) to use Secret s3; until then nothing of it is read",
+		"spec.etcd.restore.fromCluster names Cluster tenant-b/victim in another namespace: the controller uses it only while a ReferenceGrant in tenant-b " +
+			"allows HostedControlPlanes of namespace tenant-a (group controlplane.cluster.x-k8s.io) to use Cluster victim; until then nothing of it is read",
+	}, ReferenceWarnings(hcp))
 }
 
 func TestEtcdRestore(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
@@ -45,7 +46,7 @@ type Env struct {
 func Scheme() *k8sruntime.Scheme {
 	scheme := k8sruntime.NewScheme()
 	for _, add := range []func(*k8sruntime.Scheme) error{
-		clientgoscheme.AddToScheme, v1alpha1.AddToScheme, clusterv1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install,
+		clientgoscheme.AddToScheme, v1alpha1.AddToScheme, clusterv1.AddToScheme, cmv1.AddToScheme, gatewayv1.Install, gatewayv1beta1.Install,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/netfail"
 )
 
 // Member is one etcd member about to start, and the snapshot it would
@@ -130,6 +133,9 @@ func Restore(ctx context.Context, m Member) (Restored, error) {
 	return Restored{Key: m.Key, Size: size, Revision: status.Revision}, nil
 }
 
+// s3ErrorCode finds the code of an S3 error document.
+var s3ErrorCode = regexp.MustCompile(`<Code>([A-Za-z0-9]{1,64})</Code>`)
+
 // download streams the member's URL into file and returns its size.
 func download(ctx context.Context, m Member, file string) (int64, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -146,12 +152,19 @@ func download(ctx context.Context, m Member, file string) (int64, error) {
 	}
 	resp, err := (&http.Client{Transport: transport}).Do(req)
 	if err != nil {
-		return 0, err
+		// The error quotes the URL, whose signature lets anyone who reads
+		// the log download the snapshot: only what failed is told.
+		return 0, fmt.Errorf("GET of the snapshot's URL: %s", cmp.Or(netfail.Describe(err), "the request failed"))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return 0, fmt.Errorf("the store answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		// Only the S3 error code of the body: its other parts may quote the
+		// request and its credentials.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if code := s3ErrorCode.FindSubmatch(body); code != nil {
+			return 0, fmt.Errorf("the store answered %s (%s)", resp.Status, code[1])
+		}
+		return 0, fmt.Errorf("the store answered %s", resp.Status)
 	}
 	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600) //nolint:gosec // beside the data directory etcd was given
 	if err != nil {
