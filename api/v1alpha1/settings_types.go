@@ -326,7 +326,10 @@ type EtcdRestore struct {
 
 	// fromCluster, "<namespace>/<name>", is the Cluster whose folder "latest"
 	// looks in; this control plane's own Cluster when unset, as when a
-	// Cluster is created again under the name it had.
+	// Cluster is created again under the name it had. A Cluster of another
+	// namespace is used only while a Gateway API ReferenceGrant there allows
+	// HostedControlPlanes of this namespace to use it (kind Cluster, group
+	// cluster.x-k8s.io); so is a snapshot key in its folder.
 	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	FromCluster string `json:"fromCluster,omitempty"`
@@ -367,6 +370,8 @@ type EtcdBackupSecret struct {
 	Name string `json:"name,omitempty"`
 
 	// namespace of the Secret; the control plane's namespace when unset.
+	// Another namespace is used only while a Gateway API ReferenceGrant
+	// there allows HostedControlPlanes of this namespace to use the Secret.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Namespace *string `json:"namespace,omitempty"`

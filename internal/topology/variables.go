@@ -124,7 +124,7 @@ func backupSchema() clusterv1.JSONSchemaProps {
 			},
 			"secretNamespace": {
 				Type:        "string",
-				Description: "Namespace of the Secret; the control plane's namespace when unset.",
+				Description: "Namespace of the Secret; the control plane's namespace when unset. Another namespace is used only while a ReferenceGrant there allows HostedControlPlanes of the Cluster's namespace to use the Secret.",
 				MinLength:   ptr.To[int64](1),
 				MaxLength:   ptr.To[int64](63),
 				Pattern:     dnsLabelPattern,

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -57,10 +58,22 @@ func testOptions(finalTimeout time.Duration) backup.Options {
 // planes once it stops.
 func startBackups(t testing.TB, ns string, opts backup.Options) {
 	t.Helper()
+	startBackupsIn(t, opts, io.Discard, ns)
+}
+
+// startBackupsIn runs the backup controller as startBackups does, seeing
+// namespaces, and writes its log to logs.
+func startBackupsIn(t testing.TB, opts backup.Options, logs io.Writer, namespaces ...string) {
+	t.Helper()
+	seen := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		seen[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:      cache.Options{DefaultNamespaces: seen},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:     zap.New(zap.WriteTo(logs), zap.UseDevMode(true)),
 	})
 	require.NoError(t, err)
 	checker := etcd.NewChecker()
@@ -180,7 +193,7 @@ func TestEtcdBackups(t *testing.T) {
 
 	// The bucket disappears, then comes back.
 	s3.emptyAndRemoveBucket(ctx, bucket)
-	last = waitFailing(t, key, v1alpha1.BucketNotFoundReason, `bucket "backups" does not exist`)
+	last = waitFailing(t, key, v1alpha1.BucketNotFoundReason, `the bucket that key "bucket" of backup Secret `+ns+`/s3 names does not exist`)
 	require.NoError(t, s3.client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}))
 	waitBackedUp(t, key, last, "the snapshot asked for, once the bucket is back")
 

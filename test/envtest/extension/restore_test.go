@@ -215,25 +215,25 @@ func TestEtcdRestoreSaysWhatIsMissing(t *testing.T) {
 			"named", "s3",
 			v1alpha1.EtcdRestore{Snapshot: ns + "/gone/20260102T030405.000Z-rev42.db"},
 			v1alpha1.SnapshotNotFoundReason,
-			fmt.Sprintf(`etcd does not start until its snapshot is found: snapshot %s/gone/20260102T030405.000Z-rev42.db does not exist in bucket "backups" at %s`, ns, s3.relay.addr),
+			fmt.Sprintf(`etcd does not start until its snapshot is found: snapshot %s/gone/20260102T030405.000Z-rev42.db does not exist in the store of backup Secret %s/s3`, ns, ns),
 		},
 		{
 			"empty", "s3",
 			v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot, FromCluster: ns + "/never-backed-up"},
 			v1alpha1.SnapshotNotFoundReason,
-			fmt.Sprintf(`etcd does not start until its snapshot is found: no snapshot under %s/never-backed-up/ in bucket "backups" at %s`, ns, s3.relay.addr),
+			fmt.Sprintf(`etcd does not start until its snapshot is found: no snapshot of Cluster %s/never-backed-up in the store of backup Secret %s/s3`, ns, ns),
 		},
 		{
 			"nobucket", "nobucket",
 			v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot},
 			v1alpha1.BucketNotFoundReason,
-			fmt.Sprintf(`etcd does not start until its snapshot is found: bucket "nobucket" does not exist at %s`, s3.relay.addr),
+			fmt.Sprintf(`etcd does not start until its snapshot is found: the bucket that key "bucket" of backup Secret %s/nobucket names does not exist at its endpoint`, ns),
 		},
 		{
 			"nobucket-key", "nobucket",
 			v1alpha1.EtcdRestore{Snapshot: ns + "/gone/20260102T030405.000Z-rev42.db"},
 			v1alpha1.BucketNotFoundReason,
-			fmt.Sprintf(`etcd does not start until its snapshot is found: bucket "nobucket" does not exist at %s`, s3.relay.addr),
+			fmt.Sprintf(`etcd does not start until its snapshot is found: the bucket that key "bucket" of backup Secret %s/nobucket names does not exist at its endpoint`, ns),
 		},
 	} {
 		t.Run(tc.cluster, func(t *testing.T) {
@@ -318,8 +318,8 @@ func TestRestoreInPlaceIsTakenOnce(t *testing.T) {
 
 	missing := ns + "/prod/20260102T030405.000Z-rev42.db"
 	ask(missing)
-	says := fmt.Sprintf(`etcd is not restored in place, and nothing was stopped: snapshot %s does not exist in bucket "backups" at %s; `+
-		`it is tried again until the annotation controlplane.cluster.x-k8s.io/restore-etcd is removed`, missing, s3.relay.addr)
+	says := fmt.Sprintf(`etcd is not restored in place, and nothing was stopped: snapshot %s does not exist in the store of backup Secret %s/s3; `+
+		`it is tried again until the annotation controlplane.cluster.x-k8s.io/restore-etcd is removed`, missing, ns)
 	eventually(t, time.Minute, "EtcdRestored SnapshotNotFound", func() error {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
 		if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c == nil || c.Reason != v1alpha1.SnapshotNotFoundReason {
