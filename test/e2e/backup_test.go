@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
@@ -37,7 +38,8 @@ import (
 // backupStore is versitygw (built by `make versitygw`, named by VERSITYGW)
 // running on the host on the node's address, where the controller's pod
 // reaches it, with a bucket and a backup Secret in a namespace of its own,
-// which startBackupStore creates.
+// which startBackupStore creates, as a platform team keeps it: control
+// planes of other namespaces use it once grant allows them.
 type backupStore struct {
 	client          *minio.Client
 	bucket          string
@@ -91,6 +93,19 @@ func startBackupStore(t testing.TB, secretNamespace string) *backupStore {
 		},
 	}))
 	return s
+}
+
+// grant lets the control planes of namespace ns use the store's backup
+// Secret, as the owner of the Secret's namespace does with a ReferenceGrant.
+func (s *backupStore) grant(t testing.TB, ns string) {
+	t.Helper()
+	require.NoError(t, k8s.Create(testContext(t), &gatewayv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.secretNamespace, Name: "backups-of-" + ns},
+		Spec: gatewayv1beta1.ReferenceGrantSpec{
+			From: []gatewayv1beta1.ReferenceGrantFrom{{Group: gatewayv1beta1.Group(v1alpha1.GroupVersion.Group), Kind: "HostedControlPlane", Namespace: gatewayv1beta1.Namespace(ns)}},
+			To:   []gatewayv1beta1.ReferenceGrantTo{{Kind: "Secret", Name: ptr.To(gatewayv1beta1.ObjectName("s3"))}},
+		},
+	}))
 }
 
 func randomHex(t testing.TB) string {

@@ -95,6 +95,7 @@ func BenchmarkEtcdRestore(b *testing.B) {
 	ns := namespace(b, "bench-restore")
 	key := client.ObjectKey{Namespace: ns, Name: "bench-restore"}
 	store := startBackupStore(b, "backups")
+	store.grant(b, ns)
 	apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 2, 3))
 	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
 	writeConfigMaps(b, key, restoreObjects)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -117,6 +118,17 @@ func TestHostedControlPlane(t *testing.T) {
 	})
 
 	store := startBackupStore(t, "backups")
+	t.Run("the backup Secret of another namespace is used only once its owner's ReferenceGrant allows it", func(t *testing.T) {
+		hcp := backUp(t, store, key, true)
+		eventually(t, time.Minute, "BackupReady RefNotPermitted", func() error {
+			require.NoError(t, k8s.Get(testContext(t), key, hcp))
+			if c := conditions.Get(hcp, v1alpha1.BackupReadyCondition); c == nil || c.Reason != v1alpha1.RefNotPermittedReason {
+				return fmt.Errorf("BackupReady: %+v", c)
+			}
+			return nil
+		})
+		store.grant(t, ns)
+	})
 	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3", func(t *testing.T) {
 		snapshotLands(t, store, key)
 	})

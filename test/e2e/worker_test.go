@@ -244,6 +244,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.
 		store := startBackupStore(t, ns+"-backups")
+		store.grant(t, ns)
 		t.Run("restored in place, the node and its pod carry on", func(t *testing.T) {
 			workerCarriesOnAfterRestore(t, store, cfg, hosted, key, nodeName)
 		})
