@@ -29,8 +29,11 @@ import (
 // no shell, and the container shares the pod's network and so its policy),
 // the management API server cannot be reached, through the kubernetes
 // Service or at its address, while its own etcd can. The probe dials each
-// address once (3s timeout): a connection a policy drops times out, and the
-// reachable addresses in each list show the probe itself works.
+// address once (3s timeout). kube-router rejects what a policy does not
+// admit, so the dial is refused; every address refused here does listen:
+// etcd answers the API server beside it, the controllers' ports answer
+// their kubelet's probes (the pods are ready), and the management API server
+// answers the tests.
 func policiesEnforced(t *testing.T, ns, name string) {
 	ip := func(component string) string {
 		pods := &corev1.PodList{}
@@ -59,14 +62,14 @@ func policiesEnforced(t *testing.T, ns, name string) {
 			assert.Equal(t, "ok", result, "another tenant's pod reaches the API server at %s", addr)
 			continue
 		}
-		assert.Contains(t, result, "i/o timeout", "another tenant's pod must not reach %s", addr)
+		assert.NotEqual(t, "ok", result, "another tenant's pod must not reach %s", addr)
 	}
 
 	got = dialFromAPIServer(t, ns, name,
 		"10.96.0.1:443", at(cluster.NodeIP, cluster.APIServerPort), etcdService)
 	assert.Equal(t, "ok", got[etcdService], "the API server reaches its etcd")
 	for _, addr := range []string{"10.96.0.1:443", at(cluster.NodeIP, cluster.APIServerPort)} {
-		assert.Contains(t, got[addr], "i/o timeout", "a hosted API server must not reach the management API server at %s", addr)
+		assert.NotEqual(t, "ok", got[addr], "a hosted API server must not reach the management API server at %s", addr)
 	}
 }
 

@@ -68,8 +68,7 @@ func main() {
 }
 
 // dial opens a TCP connection to each address once and prints
-// "dial <addr>: ok" or "dial <addr>: <error>". A connection a network
-// policy drops times out; nothing listening is refused.
+// "dial <addr>: ok" or "dial <addr>: <error>".
 func dial(addrs []string) {
 	for _, a := range addrs {
 		conn, err := net.DialTimeout("tcp", a, 3*time.Second)
