@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,17 +35,30 @@ func TestNetworkPoliciesWithCilium(t *testing.T) {
 	// in a pass; a control plane created meanwhile is passed over again.
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "cilium", 0)
-	newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
+	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
 	})
 
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, line := range strings.Split(controller.Output(), "\n") {
+				if strings.Contains(line, ns) {
+					t.Log(line)
+				}
+			}
+			current := &v1alpha1.HostedControlPlane{}
+			_ = env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), current)
+			t.Logf("conditions: %+v", current.Status.Conditions)
+		}
+	})
 	checkPolicies(t, ns, "cilium-etcd", "etcd")
 	rollOutStatefulSet(t, ns, "cilium-etcd")
-	checkPolicies(t, ns, "cilium-apiserver", "kube-apiserver")
+	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	checkPolicies(t, ns, "cilium-kube-apiserver", "kube-apiserver")
 	rollOutDeployment(t, ns, "cilium-apiserver")
-	checkPolicies(t, ns, "cilium-controller-manager", "kube-controller-manager")
-	checkPolicies(t, ns, "cilium-scheduler", "kube-scheduler")
+	checkPolicies(t, ns, "cilium-kube-controller-manager", "kube-controller-manager")
+	checkPolicies(t, ns, "cilium-kube-scheduler", "kube-scheduler")
 }
 
 // checkPolicies checks the NetworkPolicy and the CiliumNetworkPolicy of a
