@@ -26,7 +26,7 @@ LOCALCLUSTER   := $(BIN)/localcluster
 # repository: it holds container filesystems).
 E2E_DIR        ?= /var/lib/hostedcp-e2e
 # What the local management cluster needs from Debian.
-HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack iproute2 xfsprogs
+HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack ipset iproute2 xfsprogs
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \

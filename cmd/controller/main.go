@@ -80,6 +80,9 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	rendering.ControllerNamespace = cfg.Namespace
 	rendering.TunnelImage = cfg.TunnelImage
 	rendering.EtcdRestoreImage = cfg.EtcdRestoreImage
+	if rendering.ManagementAPIServer, err = controller.ManagementAPIServer(ctx, mgr.GetAPIReader()); err != nil {
+		return err
+	}
 	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),
 		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
 	if err != nil {

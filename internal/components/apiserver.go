@@ -43,7 +43,7 @@ func APIServerName(in render.Input) string { return in.Name("apiserver") }
 
 // Render renders the API servers.
 func (APIServer) Render(in render.Input) ([]client.Object, error) {
-	objs := []client.Object{apiServerNetworkPolicy(in), konnectivityServer{}.count(in), apiServerDeployment(in)}
+	objs := append(apiServerNetworkPolicies(in), konnectivityServer{}.count(in), apiServerDeployment(in))
 	if APIServerReplicas(in.ControlPlane) > 1 {
 		objs = append(objs, apiServerDisruptionBudget(in))
 	}
@@ -120,14 +120,27 @@ func apiServerDisruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	}
 }
 
-// apiServerNetworkPolicy: the API servers answer everyone on their two
-// ports (three with gateway mode's tunnel).
-func apiServerNetworkPolicy(in render.Input) *networkingv1.NetworkPolicy {
+// apiServerNetworkPolicies: the API servers answer everyone on their two
+// ports (three with gateway mode's tunnel): clients, the Gateway and
+// konnectivity agents come from anywhere. They reach only their etcd and
+// DNS, which resolves its Service. Everything else they send goes out
+// through konnectivity, whose agents dial in (kubelets, webhooks and
+// aggregated API servers of the workload cluster, by the egress selector);
+// the konnectivity server and the tunnel reach the API server beside them on
+// loopback, which no policy filters. So they never reach the management
+// API server, a metadata address or another tenant.
+func apiServerNetworkPolicies(in render.Input) []client.Object {
 	ports := []networkingv1.NetworkPolicyPort{render.TCPPort(contract.APIServerPort), render.TCPPort(contract.KonnectivityPort)}
 	if in.Listener != nil {
 		ports = append(ports, render.TCPPort(contract.TunnelPort))
 	}
-	return in.NetworkPolicy(contract.APIServerComponent, []networkingv1.NetworkPolicyIngressRule{{Ports: ports}})
+	return in.NetworkPolicies(contract.APIServerComponent, render.Traffic{
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: ports}},
+		Egress: []networkingv1.NetworkPolicyEgressRule{
+			{To: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
+			render.DNS(),
+		},
+	})
 }
 
 const (

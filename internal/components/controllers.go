@@ -6,6 +6,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,7 +64,7 @@ func (ControllerManager) Render(in render.Input) ([]client.Object, error) {
 		controllerManagerPort, kubeconfigName(in, controllerManagerUser), controllerManagerCertSecret(in),
 		render.SecretVolume{Name: "ca", Secret: in.CASecret(), Path: "/etc/kubernetes/pki/ca"},
 		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"})
-	return []client.Object{in.NetworkPolicy(contract.ControllerManagerComponent, nil), d}, nil
+	return append(controllerNetworkPolicies(in, contract.ControllerManagerComponent), d), nil
 }
 
 // Ready is done when its Deployment has rolled out.
@@ -96,8 +97,8 @@ func (Scheduler) Certificates(in render.Input) []*cmv1.Certificate {
 // Render renders its Deployment and network policy.
 func (Scheduler) Render(in render.Input) ([]client.Object, error) {
 	spec := in.ControlPlane.Spec.Deployment.Scheduler
-	return []client.Object{in.NetworkPolicy(contract.SchedulerComponent, nil), controllerDeployment(in, contract.SchedulerComponent, SchedulerName(in), spec, map[string]string{},
-		schedulerPort, kubeconfigName(in, schedulerUser), schedulerCertSecret(in))}, nil
+	return append(controllerNetworkPolicies(in, contract.SchedulerComponent), controllerDeployment(in, contract.SchedulerComponent, SchedulerName(in), spec, map[string]string{},
+		schedulerPort, kubeconfigName(in, schedulerUser), schedulerCertSecret(in))), nil
 }
 
 // Ready is done when its Deployment has rolled out.
@@ -106,6 +107,17 @@ func (Scheduler) Ready(ctx context.Context, c client.Reader, _ render.Input, app
 		return readiness.RollingOut("the scheduler"), nil
 	}
 	return readiness.RolledOut(ctx, c, applied.Objects, client.Object.GetName)
+}
+
+// controllerNetworkPolicies: the controller manager and the scheduler
+// answer no one (their ports serve kubelet probes) and reach only their API
+// servers, through the Service their kubeconfig names, and DNS to resolve
+// it.
+func controllerNetworkPolicies(in render.Input, component string) []client.Object {
+	return in.NetworkPolicies(component, render.Traffic{Egress: []networkingv1.NetworkPolicyEgressRule{
+		{To: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.APIServerComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.APIServerPort)}},
+		render.DNS(),
+	}})
 }
 
 // controllerDeployment is a Deployment of a leader-elected controller that

@@ -38,6 +38,11 @@ type goldenCase struct {
 	// konnectivityPort is what the controller read from the exposure Service
 	// when it is not the konnectivity server's own port: a node port.
 	konnectivityPort int32
+	// cilium is whether the management cluster serves Cilium's policies.
+	cilium bool
+	// managementAPIServer are the management API server's addresses the
+	// controller found.
+	managementAPIServer []string
 }
 
 var goldenCases = []goldenCase{
@@ -78,7 +83,9 @@ var goldenCases = []goldenCase{
 			c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"192.168.0.0/16"}
 			c.Spec.ClusterNetwork.ServiceDomain = "corp.internal"
 		},
-		endpoint: clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+		endpoint:            clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+		cilium:              true,
+		managementAPIServer: []string{"10.96.0.1", "172.18.0.2", "fd00:10:96::1"},
 	},
 	{
 		name: "clusterip-single-etcd",
@@ -119,6 +126,7 @@ func (c goldenCase) input(t testing.TB) render.Input {
 	}
 	settings := render.DefaultSettings()
 	settings.ControllerNamespace = "hosted-control-plane-system"
+	settings.ManagementAPIServer = c.managementAPIServer
 	in, err := render.NewInput(cp, cluster, settings)
 	require.NoError(t, err)
 	observed := render.Observed{
@@ -126,6 +134,7 @@ func (c goldenCase) input(t testing.TB) render.Input {
 		SecretDigests: map[string]string{"demo-etcd-server": "e1", "demo-apiserver": "a1", "demo-sa": "s1"},
 		Admin:         render.Credentials{Cert: []byte("admin certificate"), Key: []byte("admin key"), CA: []byte("cluster CA")},
 		ClusterCA:     []byte("cluster CA"),
+		Cilium:        c.cilium,
 	}
 	if c.listener != nil {
 		observed.KonnectivityPort = c.listener.Port

@@ -33,7 +33,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 		return
 	}
 	s.held[v1alpha1.ClusterReadyCondition] = readiness.Ready("Cluster " + s.cluster.Name + " is ready")
-	var o render.Observed
+	o := render.Observed{Cilium: r.watches.watching(ciliumNetworkPolicy())}
 	if out, held := r.observeExposure(ctx, s.hcp, in, &o); held {
 		s.held[v1alpha1.ExposureReadyCondition] = out
 	}

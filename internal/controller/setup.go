@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -40,6 +42,8 @@ import (
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=tlsroutes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cilium.io,resources=ciliumnetworkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // CacheOptions limit the manager's cache to the objects this controller
 // labels, so it holds the control planes' objects and nothing else of the
@@ -98,6 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
+		{obj: ciliumNetworkPolicy(), handler: owner},
 		// Its controller's status writes change nothing the control planes read.
 		{
 			obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway), cache: gateways,
@@ -162,6 +167,30 @@ type optionalWatches struct {
 	client     client.Client
 	kinds      []optionalKind
 	checked    time.Time
+}
+
+// ciliumNetworkPolicy is an empty CiliumNetworkPolicy, the controller
+// having none of Cilium's types.
+func ciliumNetworkPolicy() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(render.CiliumNetworkPolicyKind)
+	return u
+}
+
+// watching tells whether obj's kind is watched: its CRD is installed.
+func (w *optionalWatches) watching(obj client.Object) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	for _, k := range w.kinds {
+		if k.watched && k.obj.GetObjectKind().GroupVersionKind() == gvk {
+			return true
+		}
+	}
+	return false
 }
 
 // ensure adds the watches whose CRDs have appeared. It looks at most every

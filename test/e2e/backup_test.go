@@ -36,10 +36,11 @@ import (
 )
 
 // backupStore is versitygw (built by `make versitygw`, named by VERSITYGW)
-// running on the host on the node's address, where the controller's pod
-// reaches it, with a bucket and a backup Secret in a namespace of its own,
-// which startBackupStore creates, as a platform team keeps it: control
-// planes of other namespaces use it once grant allows them.
+// running on the host at cluster.ExternalAddress, where the controller's pod
+// and etcd's restore init containers reach it as they would a store outside
+// the management cluster, with a bucket and a backup Secret in a namespace
+// of its own, which startBackupStore creates, as a platform team keeps it:
+// control planes of other namespaces use it once grant allows them.
 type backupStore struct {
 	client          *minio.Client
 	bucket          string
@@ -55,7 +56,7 @@ func startBackupStore(t testing.TB, secretNamespace string) *backupStore {
 	dir := t.TempDir()
 	ca, err := pkitest.NewCA("s3-ca")
 	require.NoError(t, err)
-	kp, err := ca.Issue("versitygw", nil, cluster.NodeIP)
+	kp, err := ca.Issue("versitygw", nil, cluster.ExternalAddress)
 	require.NoError(t, err)
 	key, err := kp.KeyPEM()
 	require.NoError(t, err)
@@ -64,7 +65,7 @@ func startBackupStore(t testing.TB, secretNamespace string) *backupStore {
 	for _, d := range []string{"data", "meta"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, "0"))
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.ExternalAddress, "0"))
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())

@@ -65,9 +65,11 @@ spec:
 // A Cluster with a HostedControlPlane of two API servers and three etcd
 // members becomes Available; its kubeconfig reaches the hosted API server
 // from the host; the API servers scale up and down under a polling client
-// that sees no failed request; a snapshot of its etcd holding 2,000
-// ConfigMaps lands in S3 (versitygw) when asked for; restored in place from
-// it, etcd holds exactly what the snapshot held; deleting the Cluster
+// that sees no failed request; its network policies, enforced by
+// kube-router, keep another tenant's pod from its etcd and controllers and
+// its API servers from the management API server; a snapshot of its etcd
+// holding 2,000 ConfigMaps lands in S3 (versitygw) when asked for; restored
+// in place from it, etcd holds exactly what the snapshot held; deleting the Cluster
 // takes a final snapshot and removes every object and pod; the Cluster
 // created again with restore: latest has every ConfigMap back.
 func TestHostedControlPlane(t *testing.T) {
@@ -104,6 +106,10 @@ func TestHostedControlPlane(t *testing.T) {
 		require.NoError(t, k8s.Get(testContext(t), key, hcp))
 		assert.Equal(t, []string{images.KubeVersion}, versions(hcp))
 		assert.Equal(t, int32(2), ptr.Deref(hcp.Status.ReadyReplicas, 0))
+	})
+
+	t.Run("network policies keep other tenants out and the API servers in", func(t *testing.T) {
+		policiesEnforced(t, ns, "direct")
 	})
 
 	t.Run("the API servers scale up and down with no failed request", func(t *testing.T) {

@@ -43,7 +43,7 @@ func Replicas(cp *v1alpha1.HostedControlPlane) int32 { return ptr.Deref(cp.Spec.
 // headless Service that names them, the client Service, its network policy
 // and, with more than one member, a PodDisruptionBudget that keeps quorum.
 func (Component) Render(in render.Input) ([]client.Object, error) {
-	objs := []client.Object{networkPolicy(in), clientService(in), peerService(in), membersConfigMap(in), statefulSet(in)}
+	objs := append(networkPolicies(in), clientService(in), peerService(in), membersConfigMap(in), statefulSet(in))
 	if pods(in) > 1 {
 		objs = append(objs, disruptionBudget(in))
 	}

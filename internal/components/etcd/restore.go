@@ -27,7 +27,7 @@ var restoreFlags = []string{"name", "data-dir", "initial-advertise-peer-urls", "
 // start, so no member starts empty. Environment variables, not a volume,
 // carry it, so that the presigned URL renewed rolls no pod.
 func restoreContainer(in render.Input, etcd corev1.Container) (corev1.Container, bool) {
-	if in.ControlPlane.Spec.Etcd.Restore == nil && in.EtcdRestoreID == "" && !in.RestoringEtcd() {
+	if !restores(in) {
 		return corev1.Container{}, false
 	}
 	args := slices.DeleteFunc(slices.Clone(etcd.Args), func(arg string) bool {
@@ -48,6 +48,11 @@ func restoreContainer(in render.Input, etcd corev1.Container) (corev1.Container,
 	}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount}}
 	return c, true
+}
+
+// restores is whether etcd's pods have the restore init container.
+func restores(in render.Input) bool {
+	return in.ControlPlane.Spec.Etcd.Restore != nil || in.EtcdRestoreID != "" || in.RestoringEtcd()
 }
 
 // restoreStep is how far a restore in place is.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -168,17 +169,32 @@ func disruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	}
 }
 
-// networkPolicy: etcd answers only its peers, the API servers and the
-// provider's own namespace (the extension checks its health).
-func networkPolicy(in render.Input) *networkingv1.NetworkPolicy {
-	clients := []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.APIServerComponent), in.PodsOf(contract.EtcdComponent)}
-	if ns := in.Settings.ControllerNamespace; ns != "" {
-		clients = append(clients, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
-			MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
-		}})
+// networkPolicies: etcd answers only its peers, its API servers and the
+// controller's namespace (the controller and the extension check its
+// health, change its membership and take snapshots through the client
+// port). It reaches only its peers and DNS, which resolves their names;
+// while its pods restore a snapshot as they start (restoreContainer, the
+// same condition), they also reach the S3 store the presigned URL names.
+// That address is the store's, read from a backup Secret the tenant may
+// not see, and a policy takes no host name, so the rule admits TCP to any
+// address but the link-local ones and the management API server's
+// (Input.Outside); every other hosted etcd still admits only its own
+// clients.
+func networkPolicies(in render.Input) []client.Object {
+	clients := append([]networkingv1.NetworkPolicyPeer{in.PodsOf(contract.APIServerComponent), in.PodsOf(contract.EtcdComponent)}, in.ControllerPeer()...)
+	peers := []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}
+	egress := []networkingv1.NetworkPolicyEgressRule{
+		{To: peers, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
+		render.DNS(),
 	}
-	return in.NetworkPolicy(contract.EtcdComponent, []networkingv1.NetworkPolicyIngressRule{
-		{From: clients, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
-		{From: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
+	if restores(in) {
+		egress = append(egress, in.Outside())
+	}
+	return in.NetworkPolicies(contract.EtcdComponent, render.Traffic{
+		Ingress: []networkingv1.NetworkPolicyIngressRule{
+			{From: clients, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
+			{From: peers, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
+		},
+		Egress: egress,
 	})
 }

@@ -30,6 +30,11 @@ type Settings struct {
 	// EtcdRestoreImage is the image of cmd/etcd-restore, which restores an
 	// etcd member from a snapshot before it starts.
 	EtcdRestoreImage string
+	// ManagementAPIServer are the addresses of the management cluster's API
+	// server that the controller found when it started (the kubernetes
+	// Service's ClusterIPs and its endpoints): hosted pods' egress policies
+	// leave them out.
+	ManagementAPIServer []string
 }
 
 // DefaultSettings are the settings of a controller started without flags.
@@ -71,6 +76,10 @@ type Observed struct {
 	// EtcdRestoreID is the restore in place the restore Secret is written
 	// for (contract.EtcdRestoreIDKey); empty when there is none.
 	EtcdRestoreID string
+	// Cilium is whether the management cluster serves Cilium's
+	// CiliumNetworkPolicy, which each component then gets beside its
+	// NetworkPolicy.
+	Cilium bool
 	// EtcdStalePods counts, while etcd is restored in place, the etcd pods
 	// not started for that restore: they must all be gone before the
 	// members start again and restore.

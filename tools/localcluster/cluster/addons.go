@@ -29,23 +29,26 @@ const (
 	provisioner  = "e2e.hostedcp.io/host-path"
 )
 
-// startAddons runs kube-proxy and CoreDNS as pods, installs the default
-// StorageClass, starts the cluster's own loops (LoadBalancer addresses and
-// volumes) and waits until kube-proxy and CoreDNS are available.
+// startAddons runs kube-proxy, kube-router (which enforces NetworkPolicies)
+// and CoreDNS as pods, installs the default StorageClass, starts the
+// cluster's own loops (LoadBalancer addresses and volumes) and waits until
+// kube-proxy, kube-router and CoreDNS are available.
 func (c *Cluster) startAddons(ctx context.Context) error {
 	data := map[string]string{
-		"APIServer":      "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
-		"PodCIDR":        PodCIDR,
-		"DNSServiceIP":   DNSServiceIP,
-		"KubeProxyImage": c.cfg.Images.KubeProxy,
-		"CoreDNSImage":   c.cfg.Images.CoreDNS,
-		"StorageClass":   StorageClass,
-		"Provisioner":    provisioner,
-		"GatewayDomain":  GatewayDomain,
-		"GatewayAddress": GatewayAddress,
-		"DNSAddress":     DNSAddress,
+		"APIServer":       "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
+		"PodCIDR":         PodCIDR,
+		"DNSServiceIP":    DNSServiceIP,
+		"KubeProxyImage":  c.cfg.Images.KubeProxy,
+		"KubeRouterImage": c.cfg.Images.KubeRouter,
+		"ServiceCIDR":     ServiceCIDR,
+		"CoreDNSImage":    c.cfg.Images.CoreDNS,
+		"StorageClass":    StorageClass,
+		"Provisioner":     provisioner,
+		"GatewayDomain":   GatewayDomain,
+		"GatewayAddress":  GatewayAddress,
+		"DNSAddress":      DNSAddress,
 	}
-	for _, name := range []string{"kube-proxy.yaml", "coredns.yaml", "storage.yaml"} {
+	for _, name := range []string{"kube-proxy.yaml", "kube-router.yaml", "coredns.yaml", "storage.yaml"} {
 		text, err := manifests.ReadFile("manifests/" + name)
 		if err != nil {
 			return err
@@ -70,6 +73,9 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 	}()
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-proxy")); err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
+	}
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
+		return fmt.Errorf("kube-router: %w", err)
 	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.Deployment{}, "kube-system", "coredns")); err != nil {
 		return fmt.Errorf("CoreDNS: %w", err)

@@ -49,6 +49,12 @@ const (
 	// machines outside the cluster ask (the host, worker nodes): it answers
 	// for GatewayDomain only.
 	DNSAddress = "10.250.0.53"
+	// ExternalAddress is an address of the host outside every network of
+	// the cluster, where the tests run what a platform keeps outside its
+	// management cluster (the S3 store): pods reach it as they reach the
+	// world, not at the node's address, where the management API server
+	// answers and which hosted pods' policies leave out.
+	ExternalAddress = "10.243.0.1"
 	// APIServerPort is the management API server's port on every host address.
 	APIServerPort = 16443
 
@@ -71,7 +77,7 @@ type Binaries struct {
 // Images are the references of the images the cluster's own pods run; their
 // tarballs are in Config.Images.
 type Images struct {
-	Pause, KubeProxy, CoreDNS string
+	Pause, KubeProxy, KubeRouter, CoreDNS string
 }
 
 // Config says what a cluster runs.

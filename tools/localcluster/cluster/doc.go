@@ -1,7 +1,8 @@
 // Package cluster runs a local Kubernetes management cluster on this machine
 // without Docker: etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler as processes, one node made of a real kubelet with
-// containerd and runc, a bridge network for pods, kube-proxy and CoreDNS as
+// containerd and runc, a bridge network for pods, kube-proxy, kube-router's
+// network policy controller (which enforces NetworkPolicies) and CoreDNS as
 // pods, a LoadBalancer address allocator and a volume provisioner (each
 // volume a sparse file, formatted XFS and loop-mounted on the host path the
 // PersistentVolume names, of the size its claim asks for and grown online

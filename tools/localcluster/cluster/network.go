@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// setUpNetwork makes the bridge pods attach to, with the node's address on
-// it, routes LoadBalancer addresses to it (kube-proxy answers for them), and
+// setUpNetwork makes the bridge pods attach to, with the node's address and
+// ExternalAddress on it, routes LoadBalancer addresses to it (kube-proxy
+// answers for them), and
 // turns on forwarding and the bridge's netfilter hook kube-proxy relies on.
 func (c *Cluster) setUpNetwork(context.Context) error {
 	for path, value := range map[string]string{
@@ -30,6 +31,7 @@ func (c *Cluster) setUpNetwork(context.Context) error {
 	for _, args := range [][]string{
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", fmt.Sprintf("%s/%d", NodeIP, ones), "dev", bridgeName},
+		{"addr", "add", ExternalAddress + "/32", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
 		{"route", "add", LoadBalancerCIDR, "dev", bridgeName},
 	} {

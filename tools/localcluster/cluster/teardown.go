@@ -19,8 +19,8 @@ import (
 // process ids, cgroups, mounts and interface it recorded: the kubelet, every
 // container and containerd shim, containerd, the control plane processes,
 // the mounts under dir and the loop devices of its volumes, the bridge,
-// kube-proxy's rules (with kubeProxy's --cleanup, when given) and the
-// cgroups; and of every worker node (see StartWorker) its kubelet,
+// kube-proxy's rules (with kubeProxy's --cleanup, when given), kube-router's
+// chains and ipsets, and the cgroups; and of every worker node (see StartWorker) its kubelet,
 // containers, containerd, kubeadm, mount and network namespaces, veth pair
 // and the host directories it had to create. It keeps dir's logs. It is
 // safe to run when nothing is left.
@@ -56,6 +56,9 @@ func Teardown(dir, kubeProxy string) error {
 		if out, err := exec.Command(kubeProxy, "--cleanup").CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
 		}
+	}
+	if len(st.Processes) > 0 {
+		errs = append(errs, removeKubeRouterRules())
 	}
 	errs = append(errs, removeCgroups())
 	entries, err := os.ReadDir(dir)
@@ -221,6 +224,69 @@ func removeCgroupsUnder(rel string) error {
 		for _, d := range slices.Backward(dirs) {
 			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeRouterChains are the prefixes of the filter table chains kube-router's
+// network policy controller makes; the built-in chains jump to the first.
+var kubeRouterChains = []string{"KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-"}
+
+// removeKubeRouterRules removes kube-router's chains, and the jumps to them,
+// from both filter tables, then its ipsets, which the rules held. Its own
+// --cleanup-config does not (v2.1.0 cleans up nothing of the firewall when
+// run alone), and left behind they would filter the next cluster's pods,
+// whose addresses repeat, before its kube-router starts.
+func removeKubeRouterRules() error {
+	var errs []error
+	for _, family := range []string{"iptables", "ip6tables"} {
+		out, err := exec.Command(family+"-save", "-t", "filter").Output()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s-save: %w", family, err))
+			continue
+		}
+		ours := func(chain string) bool {
+			return slices.ContainsFunc(kubeRouterChains, func(p string) bool { return strings.HasPrefix(chain, p) })
+		}
+		var jumps, chains []string
+		for _, line := range strings.Split(string(out), "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) > 0 && strings.HasPrefix(fields[0], ":") && ours(fields[0][1:]):
+				chains = append(chains, fields[0][1:])
+			case len(fields) > 1 && fields[0] == "-A" && !ours(fields[1]) && ours(fields[len(fields)-1]):
+				jumps = append(jumps, "-D"+strings.TrimPrefix(line, "-A"))
+			}
+		}
+		if len(chains) == 0 {
+			continue
+		}
+		script := append([]string{"*filter"}, jumps...)
+		for _, c := range chains {
+			script = append(script, "-F "+c)
+		}
+		for _, c := range chains {
+			script = append(script, "-X "+c)
+		}
+		restore := exec.Command(family+"-restore", "--noflush")
+		restore.Stdin = strings.NewReader(strings.Join(append(script, "COMMIT", ""), "\n"))
+		if out, err := restore.CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("%s-restore: %w: %s", family, err, out))
+		}
+	}
+	if _, err := exec.LookPath("ipset"); err != nil {
+		return errors.Join(errs...)
+	}
+	out, err := exec.Command("ipset", "list", "-n").Output()
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("ipset list: %w", err))...)
+	}
+	for _, set := range strings.Fields(string(out)) {
+		if strings.Contains(set, "KUBE-") || strings.HasPrefix(set, "kube-router") {
+			if out, err := exec.Command("ipset", "destroy", set).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ipset destroy %s: %w: %s", set, err, out))
 			}
 		}
 	}

@@ -106,6 +106,8 @@ func builds() []build {
 			target{"sigs.k8s.io/apiserver-network-proxy/cmd/agent", "proxy-agent"}),
 		goBuild("traefik/"+TraefikVersion, "hack/traefik", "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version="+TraefikVersion,
 			cmd("github.com/traefik/traefik/v3/cmd/traefik")),
+		goBuild("kube-router/"+KubeRouterVersion, "hack/kube-router", "-s -w",
+			target{"github.com/cloudnativelabs/kube-router/v2/cmd/kube-router", "kube-router"}),
 		goBuild("capi/"+CAPIVersion, "hack/capi", "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion="+CAPIVersion,
 			target{"sigs.k8s.io/cluster-api/core", "manager"}),
 		own,

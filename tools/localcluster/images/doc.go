@@ -1,8 +1,8 @@
 // Package images builds every binary and container image the local
 // management cluster and the end-to-end tests run, from source fetched
-// through the Go module proxy (and, for kube-proxy, the host's Debian
-// iptables and conntrack), since nothing can be pulled on the machines they
-// run on.
+// through the Go module proxy (and, for kube-proxy and kube-router, the
+// host's Debian iptables, conntrack and ipset), since nothing can be pulled
+// on the machines they run on.
 //
 // Binaries are cached under bin/ in the repository root, keyed by version
 // (bin/kube/v1.36.3/kube-apiserver, bin/coredns/v1.14.2/coredns, ...), and

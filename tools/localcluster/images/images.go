@@ -48,7 +48,8 @@ func binaryImage(ref, src, dst string, extra ...file) image {
 // images.
 func rootImage(ref, src string) image { return binaryImage(ref, src, "/"+filepath.Base(src)) }
 
-// catalog is every image, given the host's netfilter tools for kube-proxy.
+// catalog is every image, given the host's netfilter tools for kube-proxy
+// and kube-router (iptables, conntrack, ipset).
 // Kubernetes components and etcd sit in /usr/local/bin, where the pods'
 // commands find them on PATH.
 func catalog(bin string, netfilter []file) []image {
@@ -74,6 +75,7 @@ func catalog(bin string, netfilter []file) []image {
 		rootImage(upstream("pause", PauseVersion), filepath.Join(bin, "pause", PauseVersion, "pause")),
 		// Traefik's own image has its binary at the root too, and runs as root.
 		rootImage(TraefikImage, filepath.Join(bin, "traefik", TraefikVersion, "traefik")),
+		binaryImage(KubeRouterImage, filepath.Join(bin, "kube-router", KubeRouterVersion, "kube-router"), "/usr/local/bin/kube-router", netfilter...),
 		capi,
 	)
 	for _, own := range []struct{ ref, binary string }{
@@ -125,6 +127,9 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 
 // TraefikImage is the management cluster's Gateway API implementation.
 const TraefikImage = "docker.io/library/traefik:" + TraefikVersion
+
+// KubeRouterImage enforces NetworkPolicies in the management cluster.
+const KubeRouterImage = "docker.io/cloudnativelabs/kube-router:" + KubeRouterVersion
 
 // ProbeImage runs tools/localcluster/cmd/probe, which checks DNS and the API server
 // from inside a pod.

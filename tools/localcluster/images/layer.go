@@ -128,11 +128,13 @@ func closeAll(closers ...io.Closer) error {
 	return nil
 }
 
-// Debian's nf_tables iptables and conntrack, which kube-proxy runs.
+// Debian's nf_tables iptables and conntrack, which kube-proxy runs, and
+// ipset, which kube-router runs too.
 const (
 	xtablesMulti = "/usr/sbin/xtables-nft-multi"
 	conntrack    = "/usr/sbin/conntrack"
 	xtablesLib   = "/usr/lib/x86_64-linux-gnu/xtables"
+	ipset        = "/usr/sbin/ipset"
 )
 
 // iptablesCommands are the names kube-proxy runs iptables by; each is a
@@ -143,19 +145,19 @@ var iptablesCommands = []string{
 }
 
 // netfilterTools are the host's iptables (nf_tables variant) with its
-// extension modules, and conntrack, with the shared libraries they load, at
-// the paths they have on the host.
+// extension modules, conntrack and ipset, with the shared libraries they
+// load, at the paths they have on the host.
 func netfilterTools() ([]file, error) {
-	for _, p := range []string{xtablesMulti, conntrack, xtablesLib} {
+	for _, p := range []string{xtablesMulti, conntrack, xtablesLib, ipset} {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("kube-proxy's image needs the host's iptables and conntrack (apt-get install iptables conntrack): %w", err)
+			return nil, fmt.Errorf("kube-proxy's and kube-router's images need the host's iptables, conntrack and ipset (apt-get install iptables conntrack ipset): %w", err)
 		}
 	}
 	modules, err := filepath.Glob(filepath.Join(xtablesLib, "*.so"))
 	if err != nil {
 		return nil, err
 	}
-	elves := append([]string{xtablesMulti, conntrack}, modules...)
+	elves := append([]string{xtablesMulti, conntrack, ipset}, modules...)
 	libs, err := sharedLibraries(elves)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ const (
 	// cluster's Gateway API implementation (hack/traefik): it implements
 	// Gateway API v1.6 with TLSRoute v1 and TLS passthrough.
 	TraefikVersion = "v3.7.13"
+	// KubeRouterVersion is the kube-router release whose network policy
+	// controller enforces NetworkPolicies in the management cluster
+	// (hack/kube-router): the newest the module proxy serves.
+	KubeRouterVersion = "v2.1.0"
 	// CertManagerVersion is the cert-manager release this module's
 	// tools/localcluster/cmd/cert-manager runs the controllers and cainjector of.
 	CertManagerVersion = "v1.21.2"

@@ -37,6 +37,7 @@ func TestVersionsMatchModulesAndPods(t *testing.T) {
 	assert.Equal(t, KonnectivityVersion, required(t, "hack/konnectivity/go.mod", "sigs.k8s.io/apiserver-network-proxy"))
 	assert.Equal(t, CAPIVersion, required(t, "hack/capi/go.mod", "sigs.k8s.io/cluster-api"))
 	assert.Equal(t, TraefikVersion, required(t, "hack/traefik/go.mod", "github.com/traefik/traefik/v3"))
+	assert.Equal(t, KubeRouterVersion, required(t, "hack/kube-router/go.mod", "github.com/cloudnativelabs/kube-router/v2"))
 	assert.Equal(t, CertManagerVersion, required(t, "go.mod", "github.com/cert-manager/cert-manager"))
 
 	kube := semver.MustParse(strings.TrimPrefix(KubeVersion, "v"))
@@ -60,13 +61,13 @@ func TestCatalog(t *testing.T) {
 	for _, want := range []string{
 		"registry.k8s.io/kube-apiserver:" + PreviousKubeVersion, "registry.k8s.io/etcd:" + EtcdTag,
 		"registry.k8s.io/kas-network-proxy/proxy-server:" + KonnectivityVersion, "registry.k8s.io/pause:" + PauseVersion,
-		"docker.io/library/traefik:" + TraefikVersion,
+		"docker.io/library/traefik:" + TraefikVersion, KubeRouterImage,
 		"ghcr.io/hostedcp/cluster-api-provider-hosted-controller:dev", "ghcr.io/hostedcp/cluster-api-provider-hosted-tunnel:dev", ProbeImage,
 		"ghcr.io/hostedcp/cluster-api-provider-hosted-etcd-restore:dev",
 	} {
 		assert.True(t, refs[want], want)
 	}
-	assert.Len(t, list, 20)
+	assert.Len(t, list, 21)
 	assert.Equal(t, "/bin-root/kube/"+KubeVersion+"/kube-scheduler", list[2].files[0].src)
 	assert.Equal(t, "/usr/local/bin/kube-scheduler", list[2].files[0].path)
 	assert.Equal(t, filepath.Join("root", "bin", "kube", KubeVersion, "etcd"), HostBinaries("root")["etcd"])

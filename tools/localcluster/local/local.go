@@ -39,6 +39,8 @@ func ClusterConfig(ctx context.Context, root, dir string, log io.Writer) (cluste
 			cfg.Images.Pause = img.Ref
 		case img.Ref == "registry.k8s.io/kube-proxy:"+images.KubeVersion:
 			cfg.Images.KubeProxy = img.Ref
+		case img.Ref == images.KubeRouterImage:
+			cfg.Images.KubeRouter = img.Ref
 		case strings.HasPrefix(img.Ref, "registry.k8s.io/coredns/coredns:"):
 			cfg.Images.CoreDNS = img.Ref
 		}

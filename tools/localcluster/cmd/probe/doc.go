@@ -9,5 +9,9 @@
 // Flags: --version prints "probe <version>" and exits (what the tests run
 // through kubectl exec); --name (default
 // kubernetes.default.svc.cluster.local) and --url (default
-// https://kubernetes.default.svc/version) change what it checks.
+// https://kubernetes.default.svc/version) change what it checks. With
+// --dial host:port (repeatable) it only opens a TCP connection to each
+// address once, prints "dial <addr>: ok" or the error, and exits: the
+// end-to-end tests run it in pods of the management cluster to see which
+// addresses network policies let them reach.
 package main

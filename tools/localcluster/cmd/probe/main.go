@@ -28,7 +28,14 @@ func main() {
 	var urls []string
 	flag.Func("url", "a URL to GET with the service account's token; repeat for more (default https://kubernetes.default.svc/version)",
 		func(u string) error { urls = append(urls, u); return nil })
+	var dials []string
+	flag.Func("dial", "an address (host:port) to open a TCP connection to, once; repeat for more. With it, probe dials, prints and exits",
+		func(a string) error { dials = append(dials, a); return nil })
 	flag.Parse()
+	if len(dials) > 0 {
+		dial(dials)
+		return
+	}
 	if len(urls) == 0 {
 		urls = []string{"https://kubernetes.default.svc/version"}
 	}
@@ -58,6 +65,20 @@ func main() {
 	}
 	fmt.Println("probe: all checks passed")
 	<-ctx.Done()
+}
+
+// dial opens a TCP connection to each address once and prints
+// "dial <addr>: ok" or "dial <addr>: <error>".
+func dial(addrs []string) {
+	for _, a := range addrs {
+		conn, err := net.DialTimeout("tcp", a, 3*time.Second)
+		if err != nil {
+			fmt.Printf("dial %s: %v\n", a, err)
+			continue
+		}
+		_ = conn.Close()
+		fmt.Printf("dial %s: ok\n", a)
+	}
 }
 
 // resolve prints the addresses of name.
