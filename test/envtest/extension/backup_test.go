@@ -42,11 +42,12 @@ import (
 const testBucket = "backups"
 
 // testOptions retry failures every second, give up on a final snapshot
-// after finalTimeout, and upload in parts of the smallest size S3 allows,
-// so that a few MiB make several parts.
+// after finalTimeout, upload in parts of the smallest size S3 allows, so
+// that a few MiB make several parts, and take snapshots as often as asked.
 func testOptions(finalTimeout time.Duration) backup.Options {
 	opts := backup.DefaultOptions()
 	opts.RetryInterval, opts.FinalSnapshotTimeout, opts.SnapshotTimeout = time.Second, finalTimeout, 2*time.Minute
+	opts.MinInterval = 0
 	opts.PartSize = 5 << 20
 	return opts
 }
@@ -57,9 +58,19 @@ func testOptions(finalTimeout time.Duration) backup.Options {
 // planes once it stops.
 func startBackups(t testing.TB, ns string, opts backup.Options) {
 	t.Helper()
+	startBackupsIn(t, opts, ns)
+}
+
+// startBackupsIn is startBackups seeing the namespaces given.
+func startBackupsIn(t testing.TB, opts backup.Options, namespaces ...string) {
+	t.Helper()
+	seen := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		seen[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:      cache.Options{DefaultNamespaces: seen},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	require.NoError(t, err)
