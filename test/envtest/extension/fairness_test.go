@@ -115,3 +115,39 @@ func snapshotStart(t *testing.T, key string) time.Time {
 	require.NoError(t, err, key)
 	return at
 }
+
+// TestBackupsHeldToTheMinimumInterval runs a schedule of every second, as a
+// control plane stored before admission knew MIN_BACKUP_INTERVAL may have
+// (this suite's admission sets no minimum), under a minimum of three
+// seconds: its snapshots start three seconds apart or more.
+func TestBackupsHeldToTheMinimumInterval(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t)
+	s3 := startS3(t)
+	require.NoError(t, s3.client.MakeBucket(ctx, testBucket, minio.MakeBucketOptions{}))
+	require.NoError(t, k8s.Create(ctx, s3.backupSecret(ns, testBucket)))
+	startEtcdOf(t, "often", ns, 1, 1).publish()
+	opts := testOptions(10 * time.Second)
+	opts.MinInterval = 3 * time.Second
+	startBackups(t, ns, opts)
+	key := client.ObjectKeyFromObject(backedUpControlPlane(t, ns, "often", "often", v1alpha1.EtcdBackup{
+		Schedule: "@every 1s", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"},
+	}))
+	var starts []time.Time
+	eventually(t, time.Minute, "four snapshots", func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		require.NoError(t, k8s.Get(ctx, key, hcp))
+		if k := hcp.Status.Etcd.LastBackupKey; k != "" {
+			if at := snapshotStart(t, k); len(starts) == 0 || !at.Equal(starts[len(starts)-1]) {
+				starts = append(starts, at)
+			}
+		}
+		if len(starts) < 4 {
+			return fmt.Errorf("snapshots started at %v", starts)
+		}
+		return nil
+	})
+	for i := 1; i < len(starts); i++ {
+		require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), opts.MinInterval, "snapshots started at %v", starts)
+	}
+}
