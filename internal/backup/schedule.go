@@ -55,7 +55,8 @@ func (s schedule) next(since time.Time) time.Time {
 const backupDeferredReason = "BackupDeferred"
 
 // earliest is when the next snapshot of hcp may start: MinInterval after the
-// last began; the zero time before the first.
+// second in which the last began (the status keeps seconds); the zero time
+// before the first.
 func (r *Reconciler) earliest(hcp *v1alpha1.HostedControlPlane) time.Time {
 	last := hcp.Status.Etcd.LastBackupTime
 	if last == nil {
