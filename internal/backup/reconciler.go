@@ -105,7 +105,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.HostedControlPlane{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(source.Channel(woken, handler.TypedEnqueueRequestsFromMapFunc(
-			func(_ context.Context, cp types.NamespacedName) []ctrl.Request { return []ctrl.Request{{NamespacedName: cp}} }))).
+			func(_ context.Context, cp types.NamespacedName) []ctrl.Request {
+				return []ctrl.Request{{NamespacedName: cp}}
+			}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrent + quickWorkers}).
 		Complete(r)
 }
