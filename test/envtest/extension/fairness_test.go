@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 )
 
 // greedyControlPlanes is how many control planes the greedy tenant asks
@@ -43,7 +44,7 @@ func TestBackupsServeTenantsInTurn(t *testing.T) {
 		db := startEtcdOf(t, name, greedy, 1, 1)
 		db.publish()
 		// Enough data that each snapshot takes a while.
-		writeLargeValues(t, db, 8)
+		writeLargeValues(t, db, 24)
 		greedyKeys = append(greedyKeys, client.ObjectKeyFromObject(backedUpControlPlane(t, greedy, name, name, backups)))
 	}
 	db := startEtcdOf(t, "normal", normal, 1, 1)
@@ -53,6 +54,17 @@ func TestBackupsServeTenantsInTurn(t *testing.T) {
 	opts := testOptions(10 * time.Second)
 	opts.MaxConcurrent, opts.MinInterval = 1, time.Hour
 	startBackupsIn(t, opts, greedy, normal)
+	// Once the controller holds them all, the requests are the only work.
+	eventually(t, time.Minute, "the backup finalizer on every control plane", func() error {
+		for _, key := range append(slices.Clone(greedyKeys), normalKey) {
+			hcp := &v1alpha1.HostedControlPlane{}
+			require.NoError(t, k8s.Get(ctx, key, hcp))
+			if !slices.Contains(hcp.Finalizers, backup.Finalizer) {
+				return fmt.Errorf("%s has no finalizer yet", key)
+			}
+		}
+		return nil
+	})
 	for _, key := range greedyKeys {
 		askForSnapshot(t, key)
 	}
