@@ -97,16 +97,17 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	defer checker.Close()
 	backups := backup.DefaultOptions()
 	backups.MaxConcurrent = cfg.MaxConcurrentBackups
+	backups.MinInterval = cfg.MinBackupInterval
 	if err := backup.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), checker,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), backups).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("etcd backup controller: %w", err)
 	}
 	ready := healthz.Ping
 	if cfg.EnableWebhooks {
-		if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlane{MinBackupInterval: cfg.MinBackupInterval}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlane webhooks: %w", err)
 		}
-		if err := (webhooks.HostedControlPlaneTemplate{}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlaneTemplate{MinBackupInterval: cfg.MinBackupInterval}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlaneTemplate webhook: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
@@ -118,6 +119,6 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		return fmt.Errorf("readiness check: %w", err)
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
-		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups)
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval)
 	return mgr.Start(ctx)
 }

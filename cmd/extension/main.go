@@ -89,7 +89,9 @@ func newServer(cfg settings.Extension, mgr ctrl.Manager, checker *etcd.Checker) 
 		return nil, fmt.Errorf("extension server: %w", err)
 	}
 	lifecycle := &hooks.Handlers{Reader: mgr.GetAPIReader(), Etcd: checker}
-	for _, h := range append(topology.NewHandlers(mgr.GetClient()).ExtensionHandlers(), lifecycle.ExtensionHandlers()...) {
+	mutation := topology.NewHandlers(mgr.GetClient())
+	mutation.MinBackupInterval = cfg.MinBackupInterval
+	for _, h := range append(mutation.ExtensionHandlers(), lifecycle.ExtensionHandlers()...) {
 		if err := srv.AddExtensionHandler(h); err != nil {
 			return nil, fmt.Errorf("register hook %s: %w", h.Name, err)
 		}

@@ -18,11 +18,37 @@
 // Load stays bounded as the number of control planes grows: a controller of
 // its own, apart from the control plane reconciler, takes snapshots with at
 // most MaxConcurrent of them (2 by default, MAX_CONCURRENT_BACKUPS) running
-// at once; the others wait in its queue. Each control plane's schedule is
-// shifted by a fixed offset derived from its name, up to a tenth of the
-// schedule's period and at most five minutes, so many control planes on the
-// same schedule do not all start in the same second. Snapshots come from a
-// follower when there is one, so the leader keeps serving writes.
+// at once. Each control plane's schedule is shifted by a fixed offset
+// derived from its name, up to a tenth of the schedule's period and at most
+// five minutes, so many control planes on the same schedule do not all
+// start in the same second. Snapshots come from a follower when there is
+// one, so the leader keeps serving writes.
+//
+// # Fairness
+//
+// Tenants share the snapshot slots, so no tenant may keep them all. Two
+// rules see to it. A control plane's snapshots start at least MinInterval
+// apart (MIN_BACKUP_INTERVAL, 1h by default): admission refuses schedules
+// that run more often, and this controller holds every snapshot but the
+// final one to it, which covers schedules stored before the rule and the
+// backup-now annotation (a request that comes too soon is deferred, not
+// refused: it is taken once the interval has passed). And the slots go to
+// namespaces in turn (slots): a tenant with fifty control planes due at
+// once delays another tenant's snapshot by at most one of its own.
+//
+// The slots are not controller-runtime's workers. With one worker per slot,
+// as before, the workqueue decides the order: a tenant whose fifty control
+// planes were queued first is served first, and every other pass (due
+// times, restores) waits behind snapshots. Blocking a worker until its turn
+// comes only moves the problem, since the control planes still queued behind
+// the blocked workers never reach the turns. So a pass that finds no slot
+// for it queues its control plane in the slots and ends at once; when a
+// slot frees, it is kept for the next control plane in turn and a channel
+// source brings that control plane's pass back to take it. The controller
+// runs quickWorkers more workers than slots for the passes that take no
+// snapshot. A slot kept for a control plane that no longer wants one goes
+// to the next after grantTimeout, and a waiting pass comes back after
+// RetryInterval in any case, so a lost wake-up delays, never strands.
 //
 // A snapshot counts as taken only once it is stored and verified: the
 // stream must end in the sha256 of the database (package snapshotcheck, the

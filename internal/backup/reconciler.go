@@ -21,7 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
@@ -35,8 +38,13 @@ const Finalizer = "backup.hostedcontrolplane.controlplane.cluster.x-k8s.io"
 
 // Options tune the backup controller.
 type Options struct {
-	// MaxConcurrent bounds the snapshots taken at once.
+	// MaxConcurrent bounds the snapshots taken at once, across all control
+	// planes; they are handed out by namespace in turn (see slots).
 	MaxConcurrent int
+	// MinInterval is the least time between the start of two snapshots of
+	// one control plane, scheduled or asked for (MIN_BACKUP_INTERVAL); the
+	// final snapshot is never held back by it.
+	MinInterval time.Duration
 	// RetryInterval is how soon a snapshot that failed is tried again.
 	RetryInterval time.Duration
 	// SnapshotTimeout bounds one snapshot, upload included.
@@ -51,7 +59,7 @@ type Options struct {
 // DefaultOptions are the options cmd/controller runs with.
 func DefaultOptions() Options {
 	return Options{
-		MaxConcurrent: 2, RetryInterval: time.Minute, SnapshotTimeout: 30 * time.Minute,
+		MaxConcurrent: 2, MinInterval: time.Hour, RetryInterval: time.Minute, SnapshotTimeout: 30 * time.Minute,
 		FinalSnapshotTimeout: 5 * time.Minute, PartSize: DefaultPartSize,
 	}
 }
@@ -68,6 +76,8 @@ type Reconciler struct {
 	etcd      *etcd.Checker
 	recorder  events.EventRecorder
 	opts      Options
+	// slots bounds the snapshots taken at once; SetupWithManager makes it.
+	slots *slots
 }
 
 // NewReconciler returns a Reconciler that reaches etcd through checker's
@@ -78,13 +88,27 @@ func NewReconciler(c client.Client, apiReader client.Reader, checker *etcd.Check
 
 // SetupWithManager registers the controller. Its own status writes do not
 // bring it back (they change neither generation nor annotations); its
-// requeues do, at the next due time.
+// requeues do, at the next due time, and so does a snapshot slot kept for
+// it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// Wake-ups beyond the buffer are not lost for good: a control plane
+	// waiting for a slot comes back after RetryInterval anyway.
+	woken := make(chan event.TypedGenericEvent[types.NamespacedName], 1024)
+	r.slots = newSlots(r.opts.MaxConcurrent, func(cp types.NamespacedName) {
+		select {
+		case woken <- event.TypedGenericEvent[types.NamespacedName]{Object: cp}:
+		default:
+		}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("etcdbackup").
 		For(&v1alpha1.HostedControlPlane{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrent}).
+		WatchesRawSource(source.Channel(woken, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, cp types.NamespacedName) []ctrl.Request {
+				return []ctrl.Request{{NamespacedName: cp}}
+			}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrent + quickWorkers}).
 		Complete(r)
 }
 
@@ -162,9 +186,18 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 			snapshotSize.WithLabelValues(cp.Namespace, cp.Name).Set(float64(size.Value()))
 		}
 	}
-	due := sched.next(since)
+	// Schedules stored before admission held them to MinInterval, and
+	// requests with backup-now, are held to it here.
+	earliest := r.earliest(hcp)
+	due := later(sched.next(since), earliest)
 	_, asked := hcp.Annotations[v1alpha1.BackupNowAnnotation]
 	now := time.Now()
+	if asked && now.Before(earliest) {
+		asked, due = false, earliest
+		r.recorder.Eventf(hcp, nil, corev1.EventTypeNormal, backupDeferredReason, "Backup",
+			"the snapshot asked for with %s is taken at %s: the platform allows one snapshot of a control plane every %s (MIN_BACKUP_INTERVAL), and the last began at %s",
+			v1alpha1.BackupNowAnnotation, earliest.UTC().Format(time.RFC3339), r.opts.MinInterval, hcp.Status.Etcd.LastBackupTime.UTC().Format(time.RFC3339))
+	}
 	result := ctrl.Result{RequeueAfter: r.opts.RetryInterval}
 	switch {
 	case now.Before(due) && !asked:
@@ -174,7 +207,7 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 		result.RequeueAfter = due.Sub(now)
 	case r.snapshot(ctx, hcp, cluster, r.opts.SnapshotTimeout) == nil:
 		delete(hcp.Annotations, v1alpha1.BackupNowAnnotation)
-		due = sched.next(hcp.Status.Etcd.LastBackupTime.Time)
+		due = later(sched.next(hcp.Status.Etcd.LastBackupTime.Time), r.earliest(hcp))
 		result.RequeueAfter = time.Until(due)
 	}
 	// After a failure the due time stays, in the past: overdue.
@@ -263,9 +296,14 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, hcp *v1alpha1.HostedCo
 // snapshot takes one snapshot within timeout and records the outcome in
 // the status, the metrics and, for a failure, an event.
 func (r *Reconciler) snapshot(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, timeout time.Duration) error {
+	cp := client.ObjectKeyFromObject(hcp)
+	release, ok := r.slots.take(cp)
+	if !ok {
+		return errWaitingForSlot
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cp := client.ObjectKeyFromObject(hcp)
 	start := time.Now()
 	taken, err := r.take(ctx, hcp, cluster, start)
 	if taken.key == "" {

@@ -3,10 +3,12 @@ package backup
 import (
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // maxSpread is the largest offset a control plane's schedule is shifted by.
@@ -23,11 +25,7 @@ type schedule struct {
 // namespace and name): up to a tenth of the schedule's period and at most
 // maxSpread.
 func parseSchedule(spec, seed string) (schedule, error) {
-	if !strings.HasPrefix(spec, "CRON_TZ=") && !strings.HasPrefix(spec, "TZ=") {
-		// The parser would take the controller's local time zone.
-		spec = "CRON_TZ=UTC " + spec
-	}
-	c, err := cron.ParseStandard(spec)
+	c, err := contract.ParseBackupSchedule(spec)
 	if err != nil {
 		return schedule{}, fmt.Errorf("schedule %q: %w", spec, err)
 	}
@@ -50,4 +48,27 @@ func (s schedule) next(since time.Time) time.Time {
 	// since may be a snapshot taken at a shifted time: count from the
 	// unshifted run it belongs to.
 	return s.cron.Next(since.Add(-s.offset)).Add(s.offset)
+}
+
+// backupDeferredReason is the reason of the event that tells when a
+// snapshot asked for too soon after the last is taken.
+const backupDeferredReason = "BackupDeferred"
+
+// earliest is when the next snapshot of hcp may start: MinInterval after the
+// second in which the last began (the status keeps seconds); the zero time
+// before the first.
+func (r *Reconciler) earliest(hcp *v1alpha1.HostedControlPlane) time.Time {
+	last := hcp.Status.Etcd.LastBackupTime
+	if last == nil {
+		return time.Time{}
+	}
+	return last.Add(r.opts.MinInterval)
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 
@@ -103,6 +104,7 @@ func validateAddr(name, addr string) error {
 // Controller configures cmd/controller.
 type Controller struct {
 	Serving
+	Backups
 	// LeaderElection keeps one active replica.
 	LeaderElection bool
 	// Namespace is where the controller runs and keeps its leader lease:
@@ -143,7 +145,8 @@ func ParseController(args []string, getenv func(string) string, w io.Writer) (Co
 func parseController(args []string, getenv func(string) string, w io.Writer, namespaceFile string) (Controller, error) {
 	var c Controller
 	src := newSource("controller", getenv)
-	c.bind(src, 9443)
+	c.Serving.bind(src, 9443)
+	c.Backups.bind(src)
 	src.Bool(&c.LeaderElection, "leader-election", "LEADER_ELECTION", true, "elect one active replica")
 	src.String(&c.Namespace, "controller-namespace", "CONTROLLER_NAMESPACE", "", "namespace of the controller and its leader lease (detected in a pod)")
 	src.Int(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", "MAX_CONCURRENT_RECONCILES", DefaultMaxConcurrentReconciles,
@@ -162,7 +165,7 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	if c.Namespace == "" {
 		c.Namespace = podNamespace(namespaceFile)
 	}
-	errs := []error{err, c.validate(c.EnableWebhooks)}
+	errs := []error{err, c.Serving.validate(c.EnableWebhooks), c.Backups.validate()}
 	for _, img := range []struct{ setting, value, example string }{
 		{"TUNNEL_IMAGE/--tunnel-image", c.TunnelImage, contract.DefaultTunnelImage},
 		{"ETCD_RESTORE_IMAGE/--etcd-restore-image", c.EtcdRestoreImage, contract.DefaultEtcdRestoreImage},
@@ -199,18 +202,20 @@ func podNamespace(file string) string {
 // Extension configures cmd/extension.
 type Extension struct {
 	Serving
+	Backups
 }
 
 // ParseExtension reads the extension's settings from args and getenv.
 func ParseExtension(args []string, getenv func(string) string, w io.Writer) (Extension, error) {
 	var e Extension
 	src := newSource("extension", getenv)
-	e.bind(src, 9443)
+	e.Serving.bind(src, 9443)
+	e.Backups.bind(src)
 	err := parse(src, args, w)
 	if errors.Is(err, flag.ErrHelp) {
 		return e, err
 	}
-	return e, errors.Join(err, e.validate(true))
+	return e, errors.Join(err, e.Serving.validate(true), e.Backups.validate())
 }
 
 func parse(src *source, args []string, w io.Writer) error {
@@ -220,4 +225,39 @@ func parse(src *source, args []string, w io.Writer) error {
 		src.usage(w)
 	}
 	return err
+}
+
+// Backups is what the platform team allows tenants' etcd backups. The
+// controller enforces it and its admission webhooks refuse what breaks it;
+// the extension reads the same setting, so that ValidateTopology refuses a
+// Cluster whose control plane admission would refuse.
+type Backups struct {
+	// MinBackupInterval is the least time between two snapshots of one
+	// control plane: the shortest gap a schedule may have, and how soon
+	// after the last snapshot one asked for with backup-now is taken.
+	MinBackupInterval time.Duration
+}
+
+// DefaultMinBackupInterval allows hourly snapshots, the most frequent that
+// platform teams commonly run for etcd, while bounding what one control
+// plane can take of the shared snapshot slots and of its store.
+const DefaultMinBackupInterval = time.Hour
+
+// The bounds of MIN_BACKUP_INTERVAL: cron's resolution is a minute, and a
+// minimum above a day would refuse daily schedules, the most common.
+const (
+	minMinBackupInterval = time.Minute
+	maxMinBackupInterval = 24 * time.Hour
+)
+
+func (b *Backups) bind(src *source) {
+	src.Duration(&b.MinBackupInterval, "min-backup-interval", "MIN_BACKUP_INTERVAL", DefaultMinBackupInterval,
+		"least time between two etcd snapshots of one control plane, scheduled or asked for (1m to 24h)")
+}
+
+func (b *Backups) validate() error {
+	if b.MinBackupInterval < minMinBackupInterval || b.MinBackupInterval > maxMinBackupInterval {
+		return fmt.Errorf("MIN_BACKUP_INTERVAL/--min-backup-interval %s: use 1m to 24h", b.MinBackupInterval)
+	}
+	return nil
 }

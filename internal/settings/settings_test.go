@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -182,4 +183,34 @@ func TestExtensionNeedsCertificates(t *testing.T) {
 	e, err := ParseExtension([]string{"--webhook-port=9444"}, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t)}), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 9444, e.Port)
+}
+
+// Both binaries read MIN_BACKUP_INTERVAL, an hour unless set, within 1m to
+// 24h; a bad value names the variable.
+func TestMinBackupInterval(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	c, err := outsidePod(t, quiet, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, c.MinBackupInterval)
+	c, err = outsidePod(t, quiet, env(map[string]string{"MIN_BACKUP_INTERVAL": "6h"}))
+	require.NoError(t, err)
+	assert.Equal(t, 6*time.Hour, c.MinBackupInterval)
+	c, err = outsidePod(t, append(quiet, "--min-backup-interval=15m"), env(map[string]string{"MIN_BACKUP_INTERVAL": "6h"}))
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Minute, c.MinBackupInterval, "the flag wins")
+	e, err := ParseExtension(nil, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t), "MIN_BACKUP_INTERVAL": "30m"}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Minute, e.MinBackupInterval)
+
+	for value, want := range map[string]string{
+		"hourly": `MIN_BACKUP_INTERVAL="hourly": use a duration such as 1h or 30m`,
+		"30s":    "MIN_BACKUP_INTERVAL/--min-backup-interval 30s: use 1m to 24h",
+		"-1h":    "MIN_BACKUP_INTERVAL/--min-backup-interval -1h0m0s: use 1m to 24h",
+		"48h":    "MIN_BACKUP_INTERVAL/--min-backup-interval 48h0m0s: use 1m to 24h",
+	} {
+		_, err := outsidePod(t, quiet, env(map[string]string{"MIN_BACKUP_INTERVAL": value}))
+		assert.ErrorContains(t, err, want, value)
+		_, err = ParseExtension(nil, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t), "MIN_BACKUP_INTERVAL": value}), nil)
+		assert.ErrorContains(t, err, want, value)
+	}
 }

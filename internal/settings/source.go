@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
 
 // source binds each flag to an environment variable: the variable, when set,
@@ -57,6 +58,18 @@ func (s *source) Int(p *int, name, env string, def int, usage string) {
 		}
 	}
 	s.fs.IntVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, env))
+}
+
+func (s *source) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if v := s.getenv(env); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%s=%q: use a duration such as 1h or 30m", env, v))
+		} else {
+			def = d
+		}
+	}
+	s.fs.DurationVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, env))
 }
 
 // parse reads the command line; it reports bad environment values first,

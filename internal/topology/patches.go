@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,8 +30,11 @@ const (
 // Handlers serve the topology mutation hooks.
 type Handlers struct {
 	// Reader reads Gateways; the manager's cached client suits it.
-	Reader  client.Reader
-	decoder runtime.Decoder
+	Reader client.Reader
+	// MinBackupInterval is the platform's MIN_BACKUP_INTERVAL, which the
+	// controller's admission enforces too; zero allows any schedule that runs.
+	MinBackupInterval time.Duration
+	decoder           runtime.Decoder
 }
 
 // NewHandlers returns the topology mutation hooks, reading Gateways with r.

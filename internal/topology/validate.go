@@ -68,7 +68,8 @@ func (h *Handlers) validate(ctx context.Context, in request) (field.ErrorList, e
 	if in.template == nil {
 		return errs, nil
 	}
-	settings := webhooks.ValidateTemplateSettings(templateSpecPath, &in.template.Spec.Template.Spec.ControlPlaneSettings)
+	s := &in.template.Spec.Template.Spec.ControlPlaneSettings
+	settings := append(webhooks.ValidateTemplateSettings(templateSpecPath, s), webhooks.ValidateBackupInterval(templateSpecPath, s, h.MinBackupInterval)...)
 	errs = append(errs, attribute(settings, in.values)...)
 	gwErrs, err := h.validateGateway(ctx, in)
 	return append(errs, gwErrs...), err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -149,4 +150,26 @@ func TestValidateTopologyRejectsTooLongEndpointNames(t *testing.T) {
 	assert.Equal(t, runtimehooksv1.ResponseStatusFailure, status)
 	assert.Contains(t, msg, `spec.template.spec.gateway: Invalid value: "capi-system/capi": gives the API server the name "demo.team-a.aaa`)
 	assert.Contains(t, msg, "use a shorter Cluster name, namespace or Gateway hostname")
+}
+
+// A backup schedule that runs more often than the platform's minimum, or
+// never, is refused as the controller's admission would, naming the
+// variable.
+func TestValidateTopologyHoldsBackupSchedulesToTheMinimum(t *testing.T) {
+	h := handlers(t, passthroughGateway(types.NamespacedName{Namespace: "capi-system", Name: "capi"}))
+	h.MinBackupInterval = time.Hour
+	for schedule, want := range map[string]string{
+		"*/10 * * * *": `spec.topology.variables[etcdBackup].schedule: Invalid value: "*/10 * * * *": runs as often as every 10m, ` +
+			`and the platform allows a snapshot of a control plane at most every 1h (MIN_BACKUP_INTERVAL)`,
+		"@every 0s":  `spec.topology.variables[etcdBackup].schedule: Invalid value: "@every 0s": @every needs a positive interval`,
+		"0 3 31 2 *": `spec.topology.variables[etcdBackup].schedule: Invalid value: "0 3 31 2 *": never runs`,
+	} {
+		values := map[string]any{VarEtcdBackup: map[string]any{"schedule": schedule, "secretName": "s3"}}
+		status, msg := validate(t, h, patched(t, h, values), values)
+		assert.Equal(t, runtimehooksv1.ResponseStatusFailure, status, schedule)
+		assert.Contains(t, msg, want)
+	}
+	values := map[string]any{VarEtcdBackup: map[string]any{"schedule": "@hourly", "secretName": "s3"}}
+	status, msg := validate(t, h, patched(t, h, values), values)
+	assert.Equal(t, runtimehooksv1.ResponseStatusSuccess, status, msg)
 }

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -17,7 +18,12 @@ import (
 // +kubebuilder:webhook:path=/validate-controlplane-cluster-x-k8s-io-v1alpha1-hostedcontrolplane,mutating=false,failurePolicy=fail,sideEffects=None,groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes,verbs=create;update,versions=v1alpha1,name=validate.hostedcontrolplane.controlplane.cluster.x-k8s.io,admissionReviewVersions=v1
 
 // HostedControlPlane defaults and validates HostedControlPlanes.
-type HostedControlPlane struct{}
+type HostedControlPlane struct {
+	// MinBackupInterval is the platform's MIN_BACKUP_INTERVAL: the least
+	// time between two runs of a backup schedule. Zero allows any schedule
+	// that runs.
+	MinBackupInterval time.Duration
+}
 
 // SetupWithManager registers the webhooks with the manager's webhook server.
 func (w HostedControlPlane) SetupWithManager(mgr ctrl.Manager) error {
@@ -47,17 +53,24 @@ func (HostedControlPlane) Default(_ context.Context, hcp *v1alpha1.HostedControl
 
 // ValidateCreate checks a new HostedControlPlane, and warns about args that
 // weaken its security.
-func (HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlaneCreate(hcp))
+func (w HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
+	errs := append(ValidateHostedControlPlaneCreate(hcp), w.validatePolicy(hcp)...)
+	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, errs)
 }
 
 // ValidateUpdate checks a HostedControlPlane and its change from old. What
 // old already broke is not refused again (see newErrors), nor warned about.
-func (HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
+func (w HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
 	errs := newErrors(ValidateHostedControlPlane(old), ValidateHostedControlPlane(hcp))
+	errs = append(errs, newErrors(w.validatePolicy(old), w.validatePolicy(hcp))...)
 	errs = append(errs, ValidateHostedControlPlaneUpdate(old, hcp)...)
 	warnings := newWarnings(controlPlaneWarnings(old), controlPlaneWarnings(hcp))
 	return warnings, invalid("HostedControlPlane", hcp.Name, errs)
+}
+
+// validatePolicy checks what the platform's settings allow.
+func (w HostedControlPlane) validatePolicy(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	return ValidateBackupInterval(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, w.MinBackupInterval)
 }
 
 func controlPlaneWarnings(hcp *v1alpha1.HostedControlPlane) admission.Warnings {
@@ -74,7 +87,10 @@ func (HostedControlPlane) ValidateDelete(context.Context, *v1alpha1.HostedContro
 
 // HostedControlPlaneTemplate validates HostedControlPlaneTemplates. Their
 // defaults come from the CRD schema.
-type HostedControlPlaneTemplate struct{}
+type HostedControlPlaneTemplate struct {
+	// MinBackupInterval is as HostedControlPlane's.
+	MinBackupInterval time.Duration
+}
 
 // SetupWithManager registers the webhook with the manager's webhook server.
 func (w HostedControlPlaneTemplate) SetupWithManager(mgr ctrl.Manager) error {
@@ -82,15 +98,15 @@ func (w HostedControlPlaneTemplate) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ValidateCreate checks a new template.
-func (HostedControlPlaneTemplate) ValidateCreate(_ context.Context, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
-	return templateWarnings(t), invalid("HostedControlPlaneTemplate", t.Name, validateTemplate(t))
+func (w HostedControlPlaneTemplate) ValidateCreate(_ context.Context, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
+	return templateWarnings(t), invalid("HostedControlPlaneTemplate", t.Name, w.validate(t))
 }
 
 // ValidateUpdate checks a changed template, refusing only what old did not
 // already break.
-func (HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, old, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
+func (w HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, old, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
 	warnings := newWarnings(templateWarnings(old), templateWarnings(t))
-	return warnings, invalid("HostedControlPlaneTemplate", t.Name, newErrors(validateTemplate(old), validateTemplate(t)))
+	return warnings, invalid("HostedControlPlaneTemplate", t.Name, newErrors(w.validate(old), w.validate(t)))
 }
 
 // ValidateDelete allows every delete.
@@ -98,8 +114,9 @@ func (HostedControlPlaneTemplate) ValidateDelete(context.Context, *v1alpha1.Host
 	return nil, nil
 }
 
-func validateTemplate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
-	return ValidateTemplateSettings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
+func (w HostedControlPlaneTemplate) validate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
+	s := &t.Spec.Template.Spec.ControlPlaneSettings
+	return append(ValidateTemplateSettings(templateSpecPath, s), ValidateBackupInterval(templateSpecPath, s, w.MinBackupInterval)...)
 }
 
 func templateWarnings(t *v1alpha1.HostedControlPlaneTemplate) admission.Warnings {

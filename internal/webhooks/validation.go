@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -229,11 +228,7 @@ func validateAutoGrow(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList
 }
 
 func validateBackup(path *field.Path, backup *v1alpha1.EtcdBackup) field.ErrorList {
-	var errs field.ErrorList
-	if _, err := cron.ParseStandard(backup.Schedule); err != nil {
-		errs = append(errs, field.Invalid(path.Child("schedule"), backup.Schedule,
-			fmt.Sprintf("must be a cron schedule with five fields (for example \"0 3 * * *\") or a descriptor such as @daily: %v", err)))
-	}
+	errs := validateSchedule(path.Child("schedule"), backup.Schedule)
 	secret := path.Child("secret")
 	errs = append(errs, objectName(secret.Child("name"), backup.Secret.Name, "Secret", validation.IsDNS1123Subdomain,
 		"secret is required: name the Secret that holds the S3 endpoint, bucket and credentials")...)

@@ -204,6 +204,18 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "every night", secret: {name: s3}}}}`),
 			`spec.etcd.backup.schedule: Invalid value: "every night": must be a cron schedule`,
 		},
+		"backup schedule more often than the platform allows": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@every 1s", secret: {name: s3}}}}`),
+			`spec.etcd.backup.schedule: Invalid value: "@every 1s": runs as often as every 1s, and the platform allows a snapshot of a control plane at most every 1h (MIN_BACKUP_INTERVAL)`,
+		},
+		"backup schedule without a positive interval": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "@every -1h", secret: {name: s3}}}}`),
+			`spec.etcd.backup.schedule: Invalid value: "@every -1h": @every needs a positive interval`,
+		},
+		"backup schedule that never runs": {
+			hcp(`{version: v1.33.0, etcd: {backup: {schedule: "0 3 31 2 *", secret: {name: s3}}}}`),
+			`spec.etcd.backup.schedule: Invalid value: "0 3 31 2 *": never runs`,
+		},
 		"CA lifetime too short": {
 			hcp(`{version: v1.33.0, certificates: {caCertificateDuration: 1h}}`),
 			`spec.certificates.caCertificateDuration: Invalid value: "1h0m0s": must be at least 24h`,

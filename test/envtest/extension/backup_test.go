@@ -43,11 +43,12 @@ import (
 const testBucket = "backups"
 
 // testOptions retry failures every second, give up on a final snapshot
-// after finalTimeout, and upload in parts of the smallest size S3 allows,
-// so that a few MiB make several parts.
+// after finalTimeout, upload in parts of the smallest size S3 allows, so
+// that a few MiB make several parts, and take snapshots as often as asked.
 func testOptions(finalTimeout time.Duration) backup.Options {
 	opts := backup.DefaultOptions()
 	opts.RetryInterval, opts.FinalSnapshotTimeout, opts.SnapshotTimeout = time.Second, finalTimeout, 2*time.Minute
+	opts.MinInterval = 0
 	opts.PartSize = 5 << 20
 	return opts
 }
