@@ -99,10 +99,10 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	ready := healthz.Ping
 	if cfg.EnableWebhooks {
-		if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlane{AllowedRegistries: cfg.AllowedImageRegistries}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlane webhooks: %w", err)
 		}
-		if err := (webhooks.HostedControlPlaneTemplate{}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlaneTemplate{AllowedRegistries: cfg.AllowedImageRegistries}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlaneTemplate webhook: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
@@ -114,6 +114,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		return fmt.Errorf("readiness check: %w", err)
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
-		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups)
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups,
+		"allowedImageRegistries", cfg.AllowedImageRegistries.String())
 	return mgr.Start(ctx)
 }

@@ -11,13 +11,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // +kubebuilder:webhook:path=/mutate-controlplane-cluster-x-k8s-io-v1alpha1-hostedcontrolplane,mutating=true,failurePolicy=fail,sideEffects=None,groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes,verbs=create;update,versions=v1alpha1,name=default.hostedcontrolplane.controlplane.cluster.x-k8s.io,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-controlplane-cluster-x-k8s-io-v1alpha1-hostedcontrolplane,mutating=false,failurePolicy=fail,sideEffects=None,groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes,verbs=create;update,versions=v1alpha1,name=validate.hostedcontrolplane.controlplane.cluster.x-k8s.io,admissionReviewVersions=v1
 
 // HostedControlPlane defaults and validates HostedControlPlanes.
-type HostedControlPlane struct{}
+type HostedControlPlane struct {
+	// AllowedRegistries are those image overrides may pull from; any when
+	// empty.
+	AllowedRegistries contract.Registries
+}
 
 // SetupWithManager registers the webhooks with the manager's webhook server.
 func (w HostedControlPlane) SetupWithManager(mgr ctrl.Manager) error {
@@ -47,17 +52,23 @@ func (HostedControlPlane) Default(_ context.Context, hcp *v1alpha1.HostedControl
 
 // ValidateCreate checks a new HostedControlPlane, and warns about args that
 // weaken its security.
-func (HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, ValidateHostedControlPlaneCreate(hcp))
+func (w HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
+	errs := append(ValidateHostedControlPlaneCreate(hcp), w.disallowedImages(hcp)...)
+	return controlPlaneWarnings(hcp), invalid("HostedControlPlane", hcp.Name, errs)
 }
 
 // ValidateUpdate checks a HostedControlPlane and its change from old. What
 // old already broke is not refused again (see newErrors), nor warned about.
-func (HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	errs := newErrors(ValidateHostedControlPlane(old), ValidateHostedControlPlane(hcp))
+func (w HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
+	errs := newErrors(append(ValidateHostedControlPlane(old), w.disallowedImages(old)...),
+		append(ValidateHostedControlPlane(hcp), w.disallowedImages(hcp)...))
 	errs = append(errs, ValidateHostedControlPlaneUpdate(old, hcp)...)
 	warnings := newWarnings(controlPlaneWarnings(old), controlPlaneWarnings(hcp))
 	return warnings, invalid("HostedControlPlane", hcp.Name, errs)
+}
+
+func (w HostedControlPlane) disallowedImages(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	return DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, w.AllowedRegistries)
 }
 
 func controlPlaneWarnings(hcp *v1alpha1.HostedControlPlane) admission.Warnings {
@@ -74,7 +85,11 @@ func (HostedControlPlane) ValidateDelete(context.Context, *v1alpha1.HostedContro
 
 // HostedControlPlaneTemplate validates HostedControlPlaneTemplates. Their
 // defaults come from the CRD schema.
-type HostedControlPlaneTemplate struct{}
+type HostedControlPlaneTemplate struct {
+	// AllowedRegistries are those image overrides may pull from; any when
+	// empty.
+	AllowedRegistries contract.Registries
+}
 
 // SetupWithManager registers the webhook with the manager's webhook server.
 func (w HostedControlPlaneTemplate) SetupWithManager(mgr ctrl.Manager) error {
@@ -82,15 +97,15 @@ func (w HostedControlPlaneTemplate) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ValidateCreate checks a new template.
-func (HostedControlPlaneTemplate) ValidateCreate(_ context.Context, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
-	return templateWarnings(t), invalid("HostedControlPlaneTemplate", t.Name, validateTemplate(t))
+func (w HostedControlPlaneTemplate) ValidateCreate(_ context.Context, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
+	return templateWarnings(t), invalid("HostedControlPlaneTemplate", t.Name, w.validate(t))
 }
 
 // ValidateUpdate checks a changed template, refusing only what old did not
 // already break.
-func (HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, old, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
+func (w HostedControlPlaneTemplate) ValidateUpdate(_ context.Context, old, t *v1alpha1.HostedControlPlaneTemplate) (admission.Warnings, error) {
 	warnings := newWarnings(templateWarnings(old), templateWarnings(t))
-	return warnings, invalid("HostedControlPlaneTemplate", t.Name, newErrors(validateTemplate(old), validateTemplate(t)))
+	return warnings, invalid("HostedControlPlaneTemplate", t.Name, newErrors(w.validate(old), w.validate(t)))
 }
 
 // ValidateDelete allows every delete.
@@ -98,8 +113,9 @@ func (HostedControlPlaneTemplate) ValidateDelete(context.Context, *v1alpha1.Host
 	return nil, nil
 }
 
-func validateTemplate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
-	return ValidateTemplateSettings(templateSpecPath, &t.Spec.Template.Spec.ControlPlaneSettings)
+func (w HostedControlPlaneTemplate) validate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
+	s := &t.Spec.Template.Spec.ControlPlaneSettings
+	return append(ValidateTemplateSettings(templateSpecPath, s), DisallowedImages(templateSpecPath, s, w.AllowedRegistries)...)
 }
 
 func templateWarnings(t *v1alpha1.HostedControlPlaneTemplate) admission.Warnings {

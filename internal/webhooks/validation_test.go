@@ -170,7 +170,7 @@ func TestTemplateErrorsPointIntoTheTemplate(t *testing.T) {
 	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
 	tmpl.Spec.Template.Spec.Gateway = &v1alpha1.GatewayReference{Name: "gw"}
 	tmpl.Spec.Template.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
-	errs := validateTemplate(tmpl)
+	errs := HostedControlPlaneTemplate{}.validate(tmpl)
 	require.Len(t, errs, 2)
 	assert.Equal(t, "spec.template.spec.gateway.namespace", errs[0].Field)
 	assert.Equal(t, "spec.template.spec.exposure", errs[1].Field)
@@ -510,7 +510,7 @@ func TestTemplateRefusesRestore(t *testing.T) {
 	tmpl := &v1alpha1.HostedControlPlaneTemplate{}
 	tmpl.Spec.Template.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 	tmpl.Spec.Template.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest"}
-	errs := validateTemplate(tmpl)
+	errs := HostedControlPlaneTemplate{}.validate(tmpl)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "spec.template.spec.etcd.restore: Forbidden: not supported yet in a template: a restore is set on the HostedControlPlane of one Cluster, when it is created", errs[0].Error())
 }

@@ -35,7 +35,7 @@ type Settings struct {
 // DefaultSettings are the settings of a controller started without flags.
 func DefaultSettings() Settings {
 	return Settings{
-		Registry: "registry.k8s.io", ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage,
+		Registry: contract.DefaultRegistry, ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage,
 		EtcdRestoreImage: contract.DefaultEtcdRestoreImage,
 	}
 }
