@@ -45,6 +45,19 @@ const (
 	KonnectivityAgentReadyCondition = "KonnectivityAgentReady"
 )
 
+// ImagesAllowedCondition: every image override of the control plane pulls
+// from a registry the platform allows (the controller's
+// ALLOWED_IMAGE_REGISTRIES). A control plane whose image was accepted
+// before the list refused it keeps running it; this condition says so. It
+// never affects Available.
+const ImagesAllowedCondition = "ImagesAllowed"
+
+// Reasons of ImagesAllowed.
+const (
+	AllowedRegistriesReason = "AllowedRegistries"
+	ImageNotAllowedReason   = "ImageNotAllowed"
+)
+
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
 // for was stored and verified. It never affects Available.
 const BackupReadyCondition = "BackupReady"
@@ -96,15 +109,18 @@ const (
 	RoutePendingReason          = "RoutePending"
 	RouteNotAcceptedReason      = "RouteNotAccepted"
 	RouteRefsUnresolvedReason   = "RouteRefsUnresolved"
-	CertManagerMissingReason    = "CertManagerMissing"
-	IssuingReason               = "Issuing"
-	ProgressingReason           = "Progressing"
-	ConflictReason              = "ObjectConflict"
-	ApplyFailedReason           = "ApplyFailed"
-	WaitingReason               = "WaitingForPreviousPhase"
-	NotAnsweringReason          = "NotAnswering"
-	DeletingReason              = "Deleting"
-	EtcdMembershipReason        = "EtcdMembershipChange"
+	// HostnameConflictReason: another TLSRoute on the Gateway claims a
+	// hostname of the control plane's routes and takes precedence.
+	HostnameConflictReason   = "HostnameConflict"
+	CertManagerMissingReason = "CertManagerMissing"
+	IssuingReason            = "Issuing"
+	ProgressingReason        = "Progressing"
+	ConflictReason           = "ObjectConflict"
+	ApplyFailedReason        = "ApplyFailed"
+	WaitingReason            = "WaitingForPreviousPhase"
+	NotAnsweringReason       = "NotAnswering"
+	DeletingReason           = "Deleting"
+	EtcdMembershipReason     = "EtcdMembershipChange"
 	// EtcdUnhealthyReason: a change to etcd waits for a healthy cluster
 	// (a leader, every member answering, no alarm).
 	EtcdUnhealthyReason = "EtcdUnhealthy"

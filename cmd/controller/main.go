@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
 	}
-	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering,
+	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering, cfg.AllowedImageRegistries,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second}, clusters)
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
