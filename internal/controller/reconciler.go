@@ -56,6 +56,9 @@ type Reconciler struct {
 	// passes until the control plane is deleted.
 	etcd *etcd.Checker
 
+	// routes reads every TLSRoute, whoever's, by hostname (see
+	// observeRouteClaims); it is the Gateway cache.
+	routes     client.Reader
 	applier    *apply.Applier
 	watches    *optionalWatches
 	controller controller.Controller
