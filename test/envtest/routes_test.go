@@ -119,7 +119,10 @@ func TestHostnameClaimedByAnotherRoute(t *testing.T) {
 			Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", LastTransitionTime: metav1.Now(),
 		}}}}
 	})
-	require.NoError(t, update(t, late, func(r *gatewayv1.TLSRoute) { r.Labels = map[string]string{"touched": "yes"} }))
+	// Only a change of its spec wakes the control planes whose hostnames it claims.
+	require.NoError(t, update(t, late, func(r *gatewayv1.TLSRoute) {
+		r.Spec.Hostnames = append(r.Spec.Hostnames, gatewayv1.Hostname("late."+squatter+".k8s.example.com"))
+	}))
 	waitFor(t, "ExposureReady no longer telling of a refused route", func() error {
 		c = waitCondition(t, hcp, v1alpha1.ExposureReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 		if c.Message != "served at https://"+host+":8443" {
@@ -132,9 +135,16 @@ func TestHostnameClaimedByAnotherRoute(t *testing.T) {
 // applyPolicy creates the objects of config/policy, as
 // `kubectl apply -k config/policy` would, and removes them when the test
 // ends.
-func applyPolicy(t *testing.T) {
+func applyPolicy(t *testing.T, gw *gatewayv1.Gateway) {
 	t.Helper()
 	ctx := testContext(t)
+	// Registered first, so it runs last: the tests after this one are not
+	// refused by a policy the API server has not let go of yet.
+	t.Cleanup(func() {
+		probe := tlsRoute(gw.Namespace, "after-policy", gw, "prod.elsewhere.k8s.example.com")
+		waitFor(t, "the policy gone", func() error { return env.Client.Create(testContext(t), probe) })
+		_ = env.Client.Delete(testContext(t), probe)
+	})
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hosted-control-plane-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
@@ -161,7 +171,7 @@ func applyPolicy(t *testing.T) {
 func TestTLSRouteHostnamePolicy(t *testing.T) {
 	gw := passthroughGateway(t, namespace(t))
 	tenant, other := namespace(t), namespace(t)
-	applyPolicy(t)
+	applyPolicy(t, gw)
 
 	want := "spec.hostnames: prod." + other + ".k8s.example.com: a TLSRoute in namespace " + tenant +
 		" may claim hostnames of k8s.example.com only under *." + tenant + ".k8s.example.com (the platform policy tlsroute-hostnames.controlplane.cluster.x-k8s.io)"
