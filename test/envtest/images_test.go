@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
@@ -44,14 +45,16 @@ func TestAllowedImageRegistries(t *testing.T) {
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "img", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Etcd.Image = &v1alpha1.ImageSpec{Registry: ptr.To("old.example.com")}
+		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "img.example.com", Port: 6443}
 	})
 	waitCondition(t, hcp, v1alpha1.ImagesAllowedCondition, metav1.ConditionTrue, v1alpha1.AllowedRegistriesReason)
 	before := get(t, &appsv1.StatefulSet{}, ns, "img-etcd")
 	require.Equal(t, "old.example.com/etcd:3.6.8-0", before.Spec.Template.Spec.Containers[0].Image)
 
-	withControllerSettings(t, "ALLOWED_IMAGE_REGISTRIES=registry.k8s.io,registry.example.com/mirror")
+	withControllerSettings(t, "ALLOWED_IMAGE_REGISTRIES=registry.example.com/mirror,registry.k8s.io/kube-proxy")
 	c := waitCondition(t, hcp, v1alpha1.ImagesAllowedCondition, metav1.ConditionFalse, v1alpha1.ImageNotAllowedReason)
-	assert.Equal(t, "spec.etcd.image pulls old.example.com/etcd, which is not from a registry this platform allows (registry.k8s.io, registry.example.com/mirror); "+
+	assert.Equal(t, "spec.etcd.image pulls old.example.com/etcd, which is not from a registry this platform allows (registry.example.com/mirror, registry.k8s.io/kube-proxy); "+
 		"use an image from one of them; it was accepted before and keeps running, but a change to another image from a registry not allowed is refused", c.Message)
 	hasEvent(t, hcp, v1alpha1.ImageNotAllowedReason)
 	after := get(t, &appsv1.StatefulSet{}, ns, "img-etcd")
@@ -62,7 +65,7 @@ func TestAllowedImageRegistries(t *testing.T) {
 		"a change that chooses no other refused image is taken")
 	err := update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Image.Registry = ptr.To("other.example.com") })
 	require.ErrorContains(t, err, "spec.etcd.image: Forbidden: pulls other.example.com/etcd, which is not from a registry this platform allows "+
-		"(registry.k8s.io, registry.example.com/mirror); use an image from one of them")
+		"(registry.example.com/mirror, registry.k8s.io/kube-proxy); use an image from one of them")
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Etcd.Image.Registry = ptr.To("registry.example.com/mirror")
 	}), "moving to an allowed registry")
@@ -94,5 +97,5 @@ spec:
   version: v1.36.3
   kubeProxy: {image: {tag: v1.36.2}}
   etcd: {image: {registry: registry.example.com/mirror/k8s}}`)
-	require.NoError(t, err, "the default registry with another tag, and a path within an allowed one")
+	require.NoError(t, err, "an allowed repository of the default registry with another tag, and a path within an allowed registry")
 }

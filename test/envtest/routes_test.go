@@ -200,8 +200,8 @@ func TestTLSRouteHostnamePolicy(t *testing.T) {
 		assert.Contains(t, err.Error(), "a TLSRoute in namespace "+tenant+" may claim hostnames of k8s.example.com only under *."+tenant+".k8s.example.com")
 	}
 	for i, admitted := range [][]string{
-		{"prod." + tenant + ".k8s.example.com"},
-		{"*." + tenant + ".k8s.example.com", "kas-tunnel.prod." + tenant + ".k8s.example.com"},
+		{"app." + tenant + ".k8s.example.com"},
+		{"*." + tenant + ".k8s.example.com", "kas-tunnel.dev." + tenant + ".k8s.example.com"},
 		{"app.example.org"},
 	} {
 		require.NoError(t, env.Client.Create(testContext(t), tlsRoute(tenant, fmt.Sprintf("ok-%d", i), gw, admitted...)), "%v", admitted)
