@@ -63,13 +63,17 @@ func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, 
 // running as it is, and this says so.
 func imagesAllowed(hcp *v1alpha1.HostedControlPlane, allowed contract.Registries) readiness.Outcome {
 	if len(allowed) == 0 {
-		return readiness.Outcome{Done: true, Reason: v1alpha1.AllowedRegistriesReason,
-			Message: "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)"}
+		return readiness.Outcome{
+			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
+			Message: "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)",
+		}
 	}
 	errs := webhooks.DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, allowed)
 	if len(errs) == 0 {
-		return readiness.Outcome{Done: true, Reason: v1alpha1.AllowedRegistriesReason,
-			Message: "every image override pulls from a registry the platform allows: " + allowed.String()}
+		return readiness.Outcome{
+			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
+			Message: "every image override pulls from a registry the platform allows: " + allowed.String(),
+		}
 	}
 	said := make([]string, 0, len(errs))
 	for _, e := range errs {
