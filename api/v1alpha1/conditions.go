@@ -58,6 +58,11 @@ const (
 	ImageNotAllowedReason   = "ImageNotAllowed"
 )
 
+// HostnameConflictReason (ExposureReady): another TLSRoute on the Gateway
+// listener claims a hostname of the control plane's routes and takes
+// precedence.
+const HostnameConflictReason = "HostnameConflict"
+
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
 // for was stored and verified. It never affects Available.
 const BackupReadyCondition = "BackupReady"
@@ -109,18 +114,15 @@ const (
 	RoutePendingReason          = "RoutePending"
 	RouteNotAcceptedReason      = "RouteNotAccepted"
 	RouteRefsUnresolvedReason   = "RouteRefsUnresolved"
-	// HostnameConflictReason: another TLSRoute on the Gateway claims a
-	// hostname of the control plane's routes and takes precedence.
-	HostnameConflictReason   = "HostnameConflict"
-	CertManagerMissingReason = "CertManagerMissing"
-	IssuingReason            = "Issuing"
-	ProgressingReason        = "Progressing"
-	ConflictReason           = "ObjectConflict"
-	ApplyFailedReason        = "ApplyFailed"
-	WaitingReason            = "WaitingForPreviousPhase"
-	NotAnsweringReason       = "NotAnswering"
-	DeletingReason           = "Deleting"
-	EtcdMembershipReason     = "EtcdMembershipChange"
+	CertManagerMissingReason    = "CertManagerMissing"
+	IssuingReason               = "Issuing"
+	ProgressingReason           = "Progressing"
+	ConflictReason              = "ObjectConflict"
+	ApplyFailedReason           = "ApplyFailed"
+	WaitingReason               = "WaitingForPreviousPhase"
+	NotAnsweringReason          = "NotAnswering"
+	DeletingReason              = "Deleting"
+	EtcdMembershipReason        = "EtcdMembershipChange"
 	// EtcdUnhealthyReason: a change to etcd waits for a healthy cluster
 	// (a leader, every member answering, no alarm).
 	EtcdUnhealthyReason = "EtcdUnhealthy"
