@@ -57,8 +57,8 @@ func (Exposure) Ready(ctx context.Context, c client.Reader, in render.Input, app
 		if !ok {
 			continue
 		}
-		route := &gatewayv1.TLSRoute{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
+		route, found := cachedRoute(ctx, c, want)
+		if !found {
 			return routePending(want), nil
 		}
 		out, claims := hostnameClaims(in, route)
@@ -106,6 +106,13 @@ func hostnameClaims(in render.Input, ours *gatewayv1.TLSRoute) (yielding []strin
 			claim.Route, claim.Hostname, name))
 	}
 	return yielding, nil
+}
+
+// cachedRoute reads a route as applied; false while the cache does not
+// hold it yet, which the next pass sees.
+func cachedRoute(ctx context.Context, c client.Reader, want *gatewayv1.TLSRoute) (*gatewayv1.TLSRoute, bool) {
+	route := &gatewayv1.TLSRoute{}
+	return route, c.Get(ctx, client.ObjectKeyFromObject(want), route) == nil
 }
 
 // routePending is the outcome of a route the Gateway has not yet said

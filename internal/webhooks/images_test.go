@@ -123,7 +123,7 @@ func TestDisallowedImageStoredBefore(t *testing.T) {
 	_, err = w.ValidateUpdate(context.Background(), old, hcp)
 	require.ErrorContains(t, err, "spec.etcd.image: Forbidden: pulls old.example.com/etcd", "another field choosing that registry is new input")
 
-	tw := HostedControlPlaneTemplate{AllowedRegistries: w.AllowedRegistries}
+	tw := HostedControlPlaneTemplate(w)
 	oldT := &v1alpha1.HostedControlPlaneTemplate{}
 	oldT.Spec.Template.Spec.CoreDNS.Image = &v1alpha1.ImageSpec{Registry: ptr.To("old.example.com")}
 	_, err = tw.ValidateCreate(context.Background(), oldT)
