@@ -45,6 +45,24 @@ const (
 	KonnectivityAgentReadyCondition = "KonnectivityAgentReady"
 )
 
+// ImagesAllowedCondition: every image override of the control plane pulls
+// from a registry the platform allows (the controller's
+// ALLOWED_IMAGE_REGISTRIES). A control plane whose image was accepted
+// before the list refused it keeps running it; this condition says so. It
+// never affects Available.
+const ImagesAllowedCondition = "ImagesAllowed"
+
+// Reasons of ImagesAllowed.
+const (
+	AllowedRegistriesReason = "AllowedRegistries"
+	ImageNotAllowedReason   = "ImageNotAllowed"
+)
+
+// HostnameConflictReason (ExposureReady): another TLSRoute on the Gateway
+// listener claims a hostname of the control plane's routes and takes
+// precedence.
+const HostnameConflictReason = "HostnameConflict"
+
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
 // for was stored and verified. It never affects Available.
 const BackupReadyCondition = "BackupReady"

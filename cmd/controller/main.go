@@ -88,7 +88,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
 	}
-	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering,
+	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering, cfg.AllowedImageRegistries,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second}, clusters)
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
@@ -104,10 +104,10 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	ready := healthz.Ping
 	if cfg.EnableWebhooks {
-		if err := (webhooks.HostedControlPlane{MinBackupInterval: cfg.MinBackupInterval}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlane{MinBackupInterval: cfg.MinBackupInterval, AllowedRegistries: cfg.AllowedImageRegistries}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlane webhooks: %w", err)
 		}
-		if err := (webhooks.HostedControlPlaneTemplate{MinBackupInterval: cfg.MinBackupInterval}).SetupWithManager(mgr); err != nil {
+		if err := (webhooks.HostedControlPlaneTemplate{MinBackupInterval: cfg.MinBackupInterval, AllowedRegistries: cfg.AllowedImageRegistries}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("HostedControlPlaneTemplate webhook: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
@@ -119,6 +119,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		return fmt.Errorf("readiness check: %w", err)
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
-		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval)
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval,
+		"allowedImageRegistries", cfg.AllowedImageRegistries.String())
 	return mgr.Start(ctx)
 }

@@ -221,7 +221,7 @@ func apiServerDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.APIServerComponent))}
 
-	api := render.Container("kube-apiserver", render.Image(in.DefaultImage("kube-apiserver", in.ControlPlane.Spec.Version), spec.Image),
+	api := render.Container("kube-apiserver", render.Image(in.DefaultImage(contract.APIServerRepository, in.ControlPlane.Spec.Version), spec.Image),
 		spec.Container, "kube-apiserver", apiServerArgs(in))
 	api.Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
 	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}

@@ -16,6 +16,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // coreDNSVersions are kubeadm's CoreDNS tags (CoreDNSVersion in
@@ -96,7 +97,7 @@ func corefile(in render.Input) string {
 func coreDNSDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.CoreDNS
 	selector := map[string]string{k8sAppLabel: DNSServiceName}
-	c := render.Container(CoreDNSName, render.Image(in.DefaultImage("coredns/coredns", coreDNSVersions.For(in.AddonsSemver())), spec.Image),
+	c := render.Container(CoreDNSName, render.Image(in.DefaultImage(contract.CoreDNSRepository, coreDNSVersions.For(in.AddonsSemver())), spec.Image),
 		spec.Container, "/coredns", render.Flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
 	// CoreDNS serves on port 53 as a non-root user.
 	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}

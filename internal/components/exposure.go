@@ -48,13 +48,26 @@ func (Exposure) Render(in render.Input) ([]client.Object, error) {
 }
 
 // Ready is done once the control plane is served at a known endpoint. Behind
-// a gateway, nothing is reported reachable before the Gateway routes to it.
+// a gateway, nothing is reported reachable before the Gateway routes to it,
+// nor while another route claims one of its hostnames first.
 func (Exposure) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
+	var yielding []string
 	for _, obj := range applied.Objects {
-		if route, ok := obj.(*gatewayv1.TLSRoute); ok {
-			if out, accepted := routeAccepted(ctx, c, route); !accepted {
-				return out, nil
-			}
+		want, ok := obj.(*gatewayv1.TLSRoute)
+		if !ok {
+			continue
+		}
+		route, found := cachedRoute(ctx, c, want)
+		if !found {
+			return routePending(want), nil
+		}
+		out, claims := hostnameClaims(in, route)
+		if claims != nil {
+			return *claims, nil
+		}
+		yielding = append(yielding, out...)
+		if out, accepted := routeAccepted(want, route); !accepted {
+			return out, nil
 		}
 	}
 	ep := in.Endpoint
@@ -66,21 +79,58 @@ func (Exposure) Ready(ctx context.Context, c client.Reader, in render.Input, app
 		out.Poll = typ == corev1.ServiceTypeNodePort
 		return out, nil
 	}
-	return readiness.Ready(fmt.Sprintf("served at https://%s:%d", ep.Host, ep.Port)), nil
+	return readiness.Ready(strings.Join(append([]string{fmt.Sprintf("served at https://%s:%d", ep.Host, ep.Port)}, yielding...), "; ")), nil
+}
+
+// hostnameClaims reads the other routes that claim the hostname of one of
+// ours. One that takes precedence by Gateway API's rule (the oldest route,
+// then the first by namespace/name) gets its connections: a problem that
+// names it. Those that yield to ours are only told of.
+func hostnameClaims(in render.Input, ours *gatewayv1.TLSRoute) (yielding []string, problem *readiness.Outcome) {
+	name := ours.Namespace + "/" + ours.Name
+	for _, claim := range in.RouteClaims {
+		if !slices.Contains(ours.Spec.Hostnames, gatewayv1.Hostname(claim.Hostname)) {
+			continue
+		}
+		first := claim.Created.Before(&ours.CreationTimestamp) ||
+			(claim.Created.Equal(&ours.CreationTimestamp) && claim.Route < name)
+		if first {
+			out := readiness.Problem(v1alpha1.HostnameConflictReason,
+				"TLSRoute %s claims the hostname %s of TLSRoute %s on the same Gateway listener and, being older, takes precedence: "+
+					"the Gateway sends that hostname's connections there, not to this control plane; the route's owner must remove it "+
+					"(the platform can keep each namespace to its own hostnames with config/policy)",
+				claim.Route, claim.Hostname, name)
+			return nil, &out
+		}
+		yielding = append(yielding, fmt.Sprintf("TLSRoute %s claims the hostname %s too, but TLSRoute %s is older and takes precedence",
+			claim.Route, claim.Hostname, name))
+	}
+	return yielding, nil
+}
+
+// cachedRoute reads a route as applied; false while the cache does not
+// hold it yet, which the next pass sees.
+func cachedRoute(ctx context.Context, c client.Reader, want *gatewayv1.TLSRoute) (*gatewayv1.TLSRoute, bool) {
+	route := &gatewayv1.TLSRoute{}
+	return route, c.Get(ctx, client.ObjectKeyFromObject(want), route) == nil
+}
+
+// routePending is the outcome of a route the Gateway has not yet said
+// that it routes.
+func routePending(want *gatewayv1.TLSRoute) readiness.Outcome {
+	parent := want.Spec.ParentRefs[0]
+	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
+	return readiness.Waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s/%s", gw, want.Namespace, want.Name)
 }
 
 // routeAccepted reads what the Gateway says of a TLSRoute it should route:
 // accepted, with its references resolved, for the route's current spec.
 // Otherwise the outcome carries the Gateway's own reason and message.
-func routeAccepted(ctx context.Context, c client.Reader, want *gatewayv1.TLSRoute) (readiness.Outcome, bool) {
+func routeAccepted(want, route *gatewayv1.TLSRoute) (readiness.Outcome, bool) {
 	parent := want.Spec.ParentRefs[0]
 	gw := fmt.Sprintf("%s/%s", ptr.Deref(parent.Namespace, gatewayv1.Namespace(want.Namespace)), parent.Name)
 	name := want.Namespace + "/" + want.Name
-	pending := readiness.Waiting(v1alpha1.RoutePendingReason, "waiting for Gateway %s to accept TLSRoute %s", gw, name)
-	route := &gatewayv1.TLSRoute{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(want), route); err != nil {
-		return pending, false
-	}
+	pending := routePending(want)
 	for _, st := range route.Status.Parents {
 		if !sameParent(st.ParentRef, parent, route.Namespace) {
 			continue
@@ -144,6 +194,13 @@ func konnectivityHost(in render.Input) string {
 		return "konnectivity." + contract.GatewayHost(in.ClusterName(), in.Namespace(), in.Listener.Domain)
 	}
 	return in.Endpoint.Host
+}
+
+// RouteHostnames are the hostnames of the routes Render gives a control
+// plane served through listener.
+func RouteHostnames(in render.Input, listener contract.GatewayListener) []string {
+	in = in.With(render.Observed{Listener: &listener})
+	return []string{contract.GatewayHost(in.ClusterName(), in.Namespace(), listener.Domain), konnectivityHost(in), tunnelHost(in)}
 }
 
 // tunnelHost is the outer SNI of the kubernetes Service's tunnel, in gateway

@@ -90,7 +90,7 @@ func (konnectivityServer) args(in render.Input) []string {
 func (k konnectivityServer) container(in render.Input, pod *corev1.PodSpec) corev1.Container {
 	spec := in.ControlPlane.Spec.Deployment.APIServer.Konnectivity
 	c := render.Container("konnectivity-server",
-		render.Image(in.DefaultImage("kas-network-proxy/proxy-server", KonnectivityTag(in.Version())), spec.Image),
+		render.Image(in.DefaultImage(contract.KonnectivityServerRepository, KonnectivityTag(in.Version())), spec.Image),
 		spec, "/proxy-server", k.args(in))
 	c.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
 	c.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{

@@ -13,6 +13,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // KonnectivityAgentName is the konnectivity agent Deployment and
@@ -54,7 +55,7 @@ func konnectivityAgentDeployment(in render.Input) *appsv1.Deployment {
 	selector := map[string]string{k8sAppLabel: KonnectivityAgentName}
 	const tokenDir = "/var/run/secrets/tokens" //nolint:gosec // where the token is mounted, not a credential
 	c := render.Container(KonnectivityAgentName,
-		render.Image(in.DefaultImage("kas-network-proxy/proxy-agent", KonnectivityTag(in.AddonsSemver())), spec.Image),
+		render.Image(in.DefaultImage(contract.KonnectivityAgentRepository, KonnectivityTag(in.AddonsSemver())), spec.Image),
 		spec.Container, "/proxy-agent", render.Flags(map[string]string{
 			"ca-cert":                    serviceAccountDir + "/ca.crt",
 			"proxy-server-host":          konnectivityHost(in),

@@ -15,6 +15,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // KubeProxyName is the kube-proxy DaemonSet, ConfigMap, ServiceAccount and
@@ -93,7 +94,7 @@ func kubeProxyConfig(in render.Input) (client.Object, error) {
 func kubeProxyDaemonSet(in render.Input) *appsv1.DaemonSet {
 	spec := in.ControlPlane.Spec.KubeProxy
 	selector := map[string]string{k8sAppLabel: KubeProxyName}
-	c := render.Container(KubeProxyName, render.Image(in.DefaultImage(KubeProxyName, in.AddonsVersion()), spec.Image), spec.Container,
+	c := render.Container(KubeProxyName, render.Image(in.DefaultImage(contract.KubeProxyRepository, in.AddonsVersion()), spec.Image), spec.Container,
 		"/usr/local/bin/kube-proxy", render.Flags(map[string]string{
 			"config":            "/var/lib/kube-proxy/config.conf",
 			"hostname-override": "$(NODE_NAME)",

@@ -80,6 +80,9 @@ func (r *Reconciler) observeExposure(ctx context.Context, cp *v1alpha1.HostedCon
 			return readiness.Problem(v1alpha1.GatewayListenerReason, "%v", err), true
 		}
 		o.Listener, o.KonnectivityPort = &listener, listener.Port
+		if o.RouteClaims, err = r.observeRouteClaims(ctx, cp, listener, components.RouteHostnames(in, listener)); err != nil {
+			return failure(err), true
+		}
 		ep := listener.Endpoint(in.ClusterName(), in.Namespace())
 		host, port = ep.Host, ep.Port
 	} else {

@@ -45,7 +45,9 @@ type Reconciler struct {
 	// are not ours, and objects of our names that someone else created.
 	apiReader client.Reader
 	settings  render.Settings
-	recorder  events.EventRecorder
+	// registries are those image overrides may pull from (see imagesAllowed).
+	registries contract.Registries
+	recorder   events.EventRecorder
 	// prober tells whether the API server answers through a kubeconfig.
 	prober Prober
 	// clusters reaches the workload clusters.
@@ -54,6 +56,9 @@ type Reconciler struct {
 	// passes until the control plane is deleted.
 	etcd *etcd.Checker
 
+	// routes reads every TLSRoute, whoever's, by hostname (see
+	// observeRouteClaims); it is the Gateway cache.
+	routes     client.Reader
 	applier    *apply.Applier
 	watches    *optionalWatches
 	controller controller.Controller
@@ -65,11 +70,11 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler that reads through c, normally backed
 // by the manager's label-scoped cache, and past it through apiReader, and
 // reaches workload clusters through clusters.
-func NewReconciler(c client.Client, apiReader client.Reader, settings render.Settings, recorder events.EventRecorder,
-	prober Prober, clusters WorkloadClusters,
+func NewReconciler(c client.Client, apiReader client.Reader, settings render.Settings, registries contract.Registries,
+	recorder events.EventRecorder, prober Prober, clusters WorkloadClusters,
 ) *Reconciler {
 	return &Reconciler{
-		client: c, apiReader: apiReader, settings: settings, recorder: recorder, prober: prober, clusters: clusters,
+		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
 		etcd:    etcd.NewChecker(),
 		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
@@ -162,6 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // one is not done, probes the API server and, once it answers, keeps the
 // workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	r.record(s.hcp, v1alpha1.ImagesAllowedCondition, imagesAllowed(s.hcp, r.registries))
 	r.observe(ctx, s)
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))

@@ -107,7 +107,7 @@ func TestPhasesAndOwnedConditions(t *testing.T) {
 		v1alpha1.KubeProxyReadyCondition, v1alpha1.KonnectivityAgentReadyCondition,
 	}, conditionsOf(workload))
 
-	written := append(append([]string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition}, conditionsOf(management)...), conditionsOf(workload)...)
+	written := append(append([]string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition}, conditionsOf(management)...), conditionsOf(workload)...)
 	assert.ElementsMatch(t, written, ownedConditions())
 }
 

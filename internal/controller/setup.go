@@ -108,7 +108,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway), cache: gateways,
 			predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}},
 		},
+		// Every TLSRoute, whoever's, to see who else claims a control plane's
+		// hostnames; only a spec change can make or end a claim.
+		{
+			obj: &gatewayv1.TLSRoute{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapRoute), cache: gateways,
+			predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}},
+			index:      &fieldIndex{field: hostnameField, values: routeHostnames},
+		},
 	}}
+	r.routes = gateways
 	return nil
 }
 
@@ -155,8 +163,17 @@ type optionalKind struct {
 	handler    handler.EventHandler
 	predicates []predicate.Predicate
 	// cache holds the kind; the manager's when nil.
-	cache   cache.Cache
+	cache cache.Cache
+	// index is added to that cache before the watch starts.
+	index   *fieldIndex
 	watched bool
+}
+
+// fieldIndex is an index of a cache: the values of field of each object.
+type fieldIndex struct {
+	field   string
+	values  client.IndexerFunc
+	indexed bool
 }
 
 // optionalWatches starts watching each optional kind once its CRD exists.
@@ -193,6 +210,21 @@ func (w *optionalWatches) watching(obj client.Object) bool {
 	return false
 }
 
+// indexed tells whether the cache index of field exists yet.
+func (w *optionalWatches) indexed(field string) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range w.kinds {
+		if k.index != nil && k.index.field == field {
+			return k.index.indexed
+		}
+	}
+	return false
+}
+
 // ensure adds the watches whose CRDs have appeared. It looks at most every
 // few seconds, so a missing CRD does not cost a discovery call per reconcile.
 func (w *optionalWatches) ensure(ctx context.Context) {
@@ -216,6 +248,13 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 		from := k.cache
 		if from == nil {
 			from = w.cache
+		}
+		if i := k.index; i != nil && !i.indexed {
+			if err := from.IndexField(ctx, k.obj, i.field, i.values); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "index", "kind", fmt.Sprintf("%T", k.obj), "field", i.field)
+				continue
+			}
+			i.indexed = true
 		}
 		if err := w.controller.Watch(source.Kind(from, k.obj, k.handler, k.predicates...)); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "watch", "kind", fmt.Sprintf("%T", k.obj))

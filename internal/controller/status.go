@@ -2,12 +2,14 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -16,6 +18,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 )
 
 // This file is the one place that writes the status: the conditions, each
@@ -27,7 +30,7 @@ import (
 func ownedConditions() []string {
 	// EtcdRestored too: the backup controller takes a request to restore in
 	// place, and this controller tells its steps and ends it.
-	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition}
+	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition}
 	for _, p := range append(managementPhases(etcd.Component{}), workloadPhases()...) {
 		owned = append(owned, p.condition)
 	}
@@ -52,6 +55,33 @@ func (r *Reconciler) record(hcp *v1alpha1.HostedControlPlane, condition string, 
 	if (was.Reason != out.Reason || was.Message != out.Message) && r.told.tell(hcp.UID, condition, out.Reason+": "+out.Message) {
 		r.recorder.Eventf(hcp, nil, corev1.EventTypeWarning, out.Reason, condition, out.Message)
 	}
+}
+
+// imagesAllowed says whether the image overrides of a control plane pull
+// from registries the platform allows. One that does not was accepted
+// before the list refused it (admission refuses new ones): it keeps
+// running as it is, and this says so.
+func imagesAllowed(hcp *v1alpha1.HostedControlPlane, allowed contract.Registries) readiness.Outcome {
+	if len(allowed) == 0 {
+		return readiness.Outcome{
+			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
+			Message: "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)",
+		}
+	}
+	errs := webhooks.DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, allowed)
+	if len(errs) == 0 {
+		return readiness.Outcome{
+			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
+			Message: "every image override pulls from a registry the platform allows: " + allowed.String(),
+		}
+	}
+	said := make([]string, 0, len(errs))
+	for _, e := range errs {
+		said = append(said, e.Field+" "+e.Detail)
+	}
+	return readiness.Problem(v1alpha1.ImageNotAllowedReason,
+		"%s; it was accepted before and keeps running, but a change to another image from a registry not allowed is refused",
+		strings.Join(said, "; "))
 }
 
 // toldSituations are the bad situations a controller told, by control plane

@@ -122,6 +122,9 @@ type Controller struct {
 	// EtcdRestoreImage is the image of cmd/etcd-restore, the init container
 	// of the etcd members of a control plane with spec.etcd.restore.
 	EtcdRestoreImage string
+	// AllowedImageRegistries are the registries a control plane's image
+	// overrides may pull from; none means any.
+	AllowedImageRegistries contract.Registries
 }
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
@@ -158,6 +161,9 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		"image of the tunnel that carries a workload cluster's kubernetes Service through the Gateway")
 	src.String(&c.EtcdRestoreImage, "etcd-restore-image", "ETCD_RESTORE_IMAGE", contract.DefaultEtcdRestoreImage,
 		"image of the init container that restores an etcd member from a snapshot (spec.etcd.restore)")
+	var registries string
+	src.String(&registries, "allowed-image-registries", "ALLOWED_IMAGE_REGISTRIES", "",
+		"comma-separated registries (host[:port][/path]) that image overrides of control planes may pull from; any when empty")
 	err := parse(src, args, w)
 	if errors.Is(err, flag.ErrHelp) {
 		return c, err
@@ -173,6 +179,10 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		if _, err := reference.ParseNormalizedNamed(img.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w: use an image reference such as %s", img.setting, img.value, err, img.example))
 		}
+	}
+	var regErr error
+	if c.AllowedImageRegistries, regErr = contract.ParseRegistries(registries); regErr != nil {
+		errs = append(errs, fmt.Errorf("ALLOWED_IMAGE_REGISTRIES/--allowed-image-registries: %w", regErr))
 	}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))

@@ -30,7 +30,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
 		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1", "MAX_CONCURRENT_BACKUPS": "4",
-		"ETCD_RESTORE_IMAGE": "registry.example.com/hcp/etcd-restore:v1",
+		"ETCD_RESTORE_IMAGE": "registry.example.com/hcp/etcd-restore:v1", "ALLOWED_IMAGE_REGISTRIES": "registry.k8s.io, registry.example.com/hcp",
 	}))
 	require.NoError(t, err)
 	assert.False(t, c.LeaderElection)
@@ -45,6 +45,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	assert.Equal(t, "0", c.HealthAddr)
 	assert.Equal(t, "registry.example.com/hcp/tunnel:v1", c.TunnelImage)
 	assert.Equal(t, "registry.example.com/hcp/etcd-restore:v1", c.EtcdRestoreImage)
+	assert.Equal(t, "registry.k8s.io, registry.example.com/hcp", c.AllowedImageRegistries.String())
 }
 
 // outsidePod parses as a process outside a pod does, wherever the test runs.
@@ -77,6 +78,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, ":8081", c.HealthAddr)
 	assert.Equal(t, 9443, c.Port)
 	assert.Empty(t, c.Kubeconfig)
+	assert.Empty(t, c.AllowedImageRegistries, "any registry")
 }
 
 // Manifests in use say LOG_LEVEL=INFO or DEBUG.
@@ -147,6 +149,10 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		"restoreImage": {
 			env: map[string]string{"ETCD_RESTORE_IMAGE": "Restore:latest"}, want: `ETCD_RESTORE_IMAGE/--etcd-restore-image "Restore:latest"`,
 		},
+		"registries": {
+			env:  map[string]string{"ALLOWED_IMAGE_REGISTRIES": "registry.k8s.io,https://registry.example.com"},
+			want: `ALLOWED_IMAGE_REGISTRIES/--allowed-image-registries: "https://registry.example.com": use a registry host`,
+		},
 		"unknownFlag": {args: []string{"--leader-elect"}, want: "flag provided but not defined: -leader-elect"},
 		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
 	} {
@@ -164,7 +170,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
 		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
-		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE",
+		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}

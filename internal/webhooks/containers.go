@@ -9,6 +9,7 @@ import (
 
 	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -30,19 +31,27 @@ type container struct {
 	spec  *v1alpha1.Container
 	owned contract.OwnedFlags
 	weak  []weakening
+	// repository is that of its default image, in contract.DefaultRegistry.
+	repository string
 }
 
 func containers(path *field.Path, s *v1alpha1.ControlPlaneSettings) []container {
 	deployment := path.Child("deployment")
 	return []container{
-		{deployment.Child("apiServer"), &s.Deployment.APIServer.Container, contract.APIServerOwnedFlags, apiServerWeakenings},
-		{deployment.Child("apiServer", "konnectivity"), &s.Deployment.APIServer.Konnectivity, contract.KonnectivityServerOwnedFlags, nil},
-		{deployment.Child("controllerManager"), &s.Deployment.ControllerManager.Container, contract.ControllerManagerOwnedFlags, controllerManagerWeakenings},
-		{deployment.Child("scheduler"), &s.Deployment.Scheduler.Container, contract.SchedulerOwnedFlags, schedulerWeakenings},
-		{path.Child("etcd"), &s.Etcd.Container, contract.EtcdOwnedFlags, nil},
-		{path.Child("konnectivityClient"), &s.KonnectivityClient.Container, contract.KonnectivityAgentOwnedFlags, nil},
-		{path.Child("coredns"), &s.CoreDNS.Container, contract.CoreDNSOwnedFlags, nil},
-		{path.Child("kubeProxy"), &s.KubeProxy.Container, contract.KubeProxyOwnedFlags, nil},
+		{deployment.Child("apiServer"), &s.Deployment.APIServer.Container, contract.APIServerOwnedFlags, apiServerWeakenings, contract.APIServerRepository},
+		{
+			deployment.Child("apiServer", "konnectivity"), &s.Deployment.APIServer.Konnectivity, contract.KonnectivityServerOwnedFlags, nil,
+			contract.KonnectivityServerRepository,
+		},
+		{
+			deployment.Child("controllerManager"), &s.Deployment.ControllerManager.Container, contract.ControllerManagerOwnedFlags, controllerManagerWeakenings,
+			contract.ControllerManagerRepository,
+		},
+		{deployment.Child("scheduler"), &s.Deployment.Scheduler.Container, contract.SchedulerOwnedFlags, schedulerWeakenings, contract.SchedulerRepository},
+		{path.Child("etcd"), &s.Etcd.Container, contract.EtcdOwnedFlags, nil, contract.EtcdRepository},
+		{path.Child("konnectivityClient"), &s.KonnectivityClient.Container, contract.KonnectivityAgentOwnedFlags, nil, contract.KonnectivityAgentRepository},
+		{path.Child("coredns"), &s.CoreDNS.Container, contract.CoreDNSOwnedFlags, nil, contract.CoreDNSRepository},
+		{path.Child("kubeProxy"), &s.KubeProxy.Container, contract.KubeProxyOwnedFlags, nil, contract.KubeProxyRepository},
 	}
 }
 
@@ -122,6 +131,41 @@ func isTag(s string) bool {
 	}
 	_, err = reference.WithTag(named, s)
 	return err == nil
+}
+
+// DisallowedImages are the image overrides of s that pull from a registry
+// the platform does not allow. An override of any part counts: the parts
+// it leaves unset are the default image's, so a repository or tag alone
+// pulls from contract.DefaultRegistry, which is then checked too. Images
+// nothing overrides are the controller's defaults, which the platform
+// chose by installing it, and are not checked. The message names the
+// image without its tag, so a new version of the control plane, which
+// changes the default tag, refuses nothing that was accepted before.
+func DisallowedImages(path *field.Path, s *v1alpha1.ControlPlaneSettings, allowed contract.Registries) field.ErrorList {
+	if len(allowed) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, c := range containers(path, s) {
+		img := c.spec.Image
+		if img == nil || (img.Registry == nil && img.Repository == nil && img.Tag == nil) {
+			continue
+		}
+		registry, from := ptr.Deref(img.Registry, contract.DefaultRegistry), ""
+		if img.Registry == nil {
+			from = " (image.registry is unset: the default registry)"
+		}
+		name := registry + "/" + ptr.Deref(img.Repository, c.repository)
+		if !isRegistry(registry) || (img.Repository != nil && !isRepository(*img.Repository)) {
+			continue // refused as malformed by validateImage
+		}
+		if !allowed.Allows(name) {
+			errs = append(errs, field.Forbidden(c.path.Child("image"), fmt.Sprintf(
+				"pulls %s%s, which is not from a registry this platform allows (%s); use an image from one of them",
+				name, from, allowed)))
+		}
+	}
+	return errs
 }
 
 // weakening is an args value that weakens a component's security. The

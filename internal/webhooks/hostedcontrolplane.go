@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // +kubebuilder:webhook:path=/mutate-controlplane-cluster-x-k8s-io-v1alpha1-hostedcontrolplane,mutating=true,failurePolicy=fail,sideEffects=None,groups=controlplane.cluster.x-k8s.io,resources=hostedcontrolplanes,verbs=create;update,versions=v1alpha1,name=default.hostedcontrolplane.controlplane.cluster.x-k8s.io,admissionReviewVersions=v1
@@ -23,6 +24,9 @@ type HostedControlPlane struct {
 	// time between two runs of a backup schedule. Zero allows any schedule
 	// that runs.
 	MinBackupInterval time.Duration
+	// AllowedRegistries are those image overrides may pull from; any when
+	// empty.
+	AllowedRegistries contract.Registries
 }
 
 // SetupWithManager registers the webhooks with the manager's webhook server.
@@ -61,8 +65,8 @@ func (w HostedControlPlane) ValidateCreate(_ context.Context, hcp *v1alpha1.Host
 // ValidateUpdate checks a HostedControlPlane and its change from old. What
 // old already broke is not refused again (see newErrors), nor warned about.
 func (w HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1.HostedControlPlane) (admission.Warnings, error) {
-	errs := newErrors(ValidateHostedControlPlane(old), ValidateHostedControlPlane(hcp))
-	errs = append(errs, newErrors(w.validatePolicy(old), w.validatePolicy(hcp))...)
+	errs := newErrors(append(ValidateHostedControlPlane(old), w.validatePolicy(old)...),
+		append(ValidateHostedControlPlane(hcp), w.validatePolicy(hcp)...))
 	errs = append(errs, ValidateHostedControlPlaneUpdate(old, hcp)...)
 	warnings := newWarnings(controlPlaneWarnings(old), controlPlaneWarnings(hcp))
 	return warnings, invalid("HostedControlPlane", hcp.Name, errs)
@@ -70,7 +74,9 @@ func (w HostedControlPlane) ValidateUpdate(_ context.Context, old, hcp *v1alpha1
 
 // validatePolicy checks what the platform's settings allow.
 func (w HostedControlPlane) validatePolicy(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
-	return ValidateBackupInterval(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, w.MinBackupInterval)
+	spec := field.NewPath("spec")
+	return append(ValidateBackupInterval(spec, &hcp.Spec.ControlPlaneSettings, w.MinBackupInterval),
+		DisallowedImages(spec, &hcp.Spec.ControlPlaneSettings, w.AllowedRegistries)...)
 }
 
 func controlPlaneWarnings(hcp *v1alpha1.HostedControlPlane) admission.Warnings {
@@ -88,8 +94,9 @@ func (HostedControlPlane) ValidateDelete(context.Context, *v1alpha1.HostedContro
 // HostedControlPlaneTemplate validates HostedControlPlaneTemplates. Their
 // defaults come from the CRD schema.
 type HostedControlPlaneTemplate struct {
-	// MinBackupInterval is as HostedControlPlane's.
+	// MinBackupInterval and AllowedRegistries are as HostedControlPlane's.
 	MinBackupInterval time.Duration
+	AllowedRegistries contract.Registries
 }
 
 // SetupWithManager registers the webhook with the manager's webhook server.
@@ -116,7 +123,8 @@ func (HostedControlPlaneTemplate) ValidateDelete(context.Context, *v1alpha1.Host
 
 func (w HostedControlPlaneTemplate) validate(t *v1alpha1.HostedControlPlaneTemplate) field.ErrorList {
 	s := &t.Spec.Template.Spec.ControlPlaneSettings
-	return append(ValidateTemplateSettings(templateSpecPath, s), ValidateBackupInterval(templateSpecPath, s, w.MinBackupInterval)...)
+	errs := append(ValidateTemplateSettings(templateSpecPath, s), ValidateBackupInterval(templateSpecPath, s, w.MinBackupInterval)...)
+	return append(errs, DisallowedImages(templateSpecPath, s, w.AllowedRegistries)...)
 }
 
 func templateWarnings(t *v1alpha1.HostedControlPlaneTemplate) admission.Warnings {

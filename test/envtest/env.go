@@ -195,8 +195,9 @@ const ControllerUser = "hosted-control-plane-controller"
 
 // StartController builds cmd/controller into binDir and runs it as it runs
 // in a cluster, serving the admission webhooks with the certificate the
-// webhook configurations trust, and waits until it is ready.
-func (e *Env) StartController(binDir string) (*Process, error) {
+// webhook configurations trust, and waits until it is ready. settings are
+// more environment variables, such as ALLOWED_IMAGE_REGISTRIES=registry.k8s.io.
+func (e *Env) StartController(binDir string, settings ...string) (*Process, error) {
 	bin, err := Build(e.Root, "./cmd/controller", binDir)
 	if err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := StartProcess(bin, []string{
+	p, err := StartProcess(bin, append([]string{
 		"KUBECONFIG=" + kubeconfig,
 		"WEBHOOK_CERT_DIR=" + e.WebhookCertDir(),
 		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
@@ -221,7 +222,7 @@ func (e *Env) StartController(binDir string) (*Process, error) {
 		fmt.Sprintf("METRICS_BIND_ADDRESS=127.0.0.1:%d", metrics),
 		"LEADER_ELECTION=false",
 		"LOG_FORMAT=text",
-	})
+	}, settings...))
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(quotaVolume(in)), 10),
 	}, spec.Args)
 
-	img := render.Image(in.DefaultImage("etcd", Tag(in.Version())), spec.Image)
+	img := render.Image(in.DefaultImage(contract.EtcdRepository, Tag(in.Version())), spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
 	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	// The membership comes from the ConfigMap (see membersConfigMap), read

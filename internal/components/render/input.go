@@ -7,6 +7,7 @@ import (
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilsnet "k8s.io/utils/net"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -40,7 +41,7 @@ type Settings struct {
 // DefaultSettings are the settings of a controller started without flags.
 func DefaultSettings() Settings {
 	return Settings{
-		Registry: "registry.k8s.io", ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage,
+		Registry: contract.DefaultRegistry, ClusterDomain: "cluster.local", TunnelImage: contract.DefaultTunnelImage,
 		EtcdRestoreImage: contract.DefaultEtcdRestoreImage,
 	}
 }
@@ -51,6 +52,9 @@ type Observed struct {
 	// Listener is the gateway listener that serves the control plane, when
 	// spec.gateway is set.
 	Listener *contract.GatewayListener
+	// RouteClaims are the TLSRoutes on that listener, not the control
+	// plane's own, that claim a hostname of its routes.
+	RouteClaims []RouteClaim
 	// Endpoint is where the API server is reached from outside: what the
 	// user set, completed from the exposure; a part not known yet is empty.
 	Endpoint clusterv1.APIEndpoint
@@ -84,6 +88,17 @@ type Observed struct {
 	// not started for that restore: they must all be gone before the
 	// members start again and restore.
 	EtcdStalePods int
+}
+
+// RouteClaim is a TLSRoute of someone else on the control plane's Gateway
+// listener that claims one of its hostnames.
+type RouteClaim struct {
+	// Route is the route's namespace/name.
+	Route    string
+	Hostname string
+	// Created is when the route was created: the oldest claim of a
+	// hostname takes precedence (Gateway API).
+	Created metav1.Time
 }
 
 // Credentials are a client certificate, its key and the CA that verifies

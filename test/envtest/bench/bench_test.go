@@ -130,7 +130,7 @@ func BenchmarkReconcile(b *testing.B) {
 	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(),
+	r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(), nil,
 		mgr.GetEventRecorder("bench"), controller.ReadyzProber{Timeout: time.Second}, clusters)
 
 	ns := namespace(ctx, b)
