@@ -25,6 +25,13 @@ const BackupNowAnnotation = "controlplane.cluster.x-k8s.io/backup-now"
 // annotation once it took the request (status.etcd.restoring).
 const RestoreEtcdAnnotation = "controlplane.cluster.x-k8s.io/restore-etcd"
 
+// EncryptionKeyKeptAnnotation marks the Secret <cluster>-encryption that the
+// controller kept when it deleted a control plane whose etcd snapshots may
+// be in a store: they hold the workload cluster's Secrets encrypted with its
+// keys, so a restore needs it. Its value names the control plane. A control
+// plane of the same name adopts the Secret, and the annotation goes.
+const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-key-kept"
+
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
 // +kubebuilder:storageversion

@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"encoding/base64"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
+)
+
+// The first pass generates the key, labelled and with no owner; every later
+// pass reads the same one, and the API servers' digest follows its content.
+func TestEncryptionKeyIsGeneratedOnce(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(observedKinds()).Build()
+	s := observedWith(t, c, controlPlane(nil))
+	require.NotNil(t, s.keys)
+	assert.Equal(t, encryption.Provider, s.keys.Provider)
+	first := &corev1.Secret{}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "demo-encryption"}, first))
+	assert.Equal(t, "demo", first.Labels[contract.ControlPlaneLabel])
+	assert.Empty(t, first.OwnerReferences, "not collected with the control plane")
+	assert.Equal(t, contract.DataDigest(first.Data), s.in.SecretDigests["demo-encryption"])
+
+	for range 3 {
+		again := observedWith(t, c, controlPlane(nil))
+		assert.Equal(t, s.keys, again.keys)
+		now := &corev1.Secret{}
+		require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(first), now))
+		assert.Equal(t, first.Data, now.Data, "never generated again")
+		assert.Equal(t, first.ResourceVersion, now.ResourceVersion, "not even written")
+	}
+}
+
+// A Secret of the name that a user kept or copied, or that the deletion of
+// a control plane of the same name kept, is adopted as it is.
+func TestEncryptionKeyIsAdopted(t *testing.T) {
+	data, err := encryption.NewRandomConfig(metav1.Now().Time)
+	require.NoError(t, err)
+	kept := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "demo-encryption",
+			Annotations: map[string]string{v1alpha1.EncryptionKeyKeptAnnotation: "demo"},
+		},
+		Data: map[string][]byte{contract.EncryptionConfigKey: data},
+	}
+	c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(kept).Build()
+	s := observedWith(t, c, controlPlane(nil))
+	require.NotNil(t, s.keys)
+	adopted := &corev1.Secret{}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(kept), adopted))
+	assert.Equal(t, data, adopted.Data[contract.EncryptionConfigKey], "its keys, untouched")
+	assert.Equal(t, "demo", adopted.Labels[contract.ControlPlaneLabel])
+	assert.NotContains(t, adopted.Annotations, v1alpha1.EncryptionKeyKeptAnnotation)
+}
+
+// A Secret the API servers could not encrypt with holds their phase, so
+// that none rolls onto it, and the condition quotes none of it.
+func TestInvalidEncryptionKeyHoldsTheAPIServers(t *testing.T) {
+	planted := base64.StdEncoding.EncodeToString([]byte("planted-value-planted-value-0123"))
+	bad := secret("demo-encryption", map[string][]byte{contract.EncryptionConfigKey: []byte(
+		"apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - identity: {}\n  - secretbox: {keys: [{name: k, secret: " + planted + "}]}\n")})
+	s := observed(t, controlPlane(nil), bad)
+	assert.Nil(t, s.keys)
+	out := s.held[v1alpha1.APIServerReadyCondition]
+	assert.True(t, out.Warn)
+	assert.Equal(t, v1alpha1.EncryptionConfigInvalidReason, out.Reason)
+	assert.Contains(t, out.Message, "demo-encryption")
+	assert.NotContains(t, out.Message, planted)
+	assert.NotContains(t, out.Message, "planted")
+}
+
+// Deleting a control plane whose snapshots may exist keeps its key, marked;
+// otherwise the key goes with it.
+func TestEncryptionKeyOutlivesTheControlPlaneWithSnapshots(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(*v1alpha1.HostedControlPlane)
+		kept   bool
+	}{
+		"no backups":        {change: nil, kept: false},
+		"backups":           {change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily"} }, kept: true},
+		"a stored snapshot": {change: func(h *v1alpha1.HostedControlPlane) { h.Status.Etcd.LastBackupKey = "ns/demo/x-rev1.db" }, kept: true},
+		"restored":          {change: func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{} }, kept: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hcp := controlPlane(tc.change)
+			key := secret("demo-encryption", map[string][]byte{contract.EncryptionConfigKey: []byte("keys")})
+			other := secret("demo-apiserver", nil)
+			c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(key, other).Build()
+			r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), etcd: etcd.NewChecker()}
+			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo"}}
+			_, err := r.reconcileDelete(t.Context(), &scope{hcp: hcp, cluster: cluster})
+			require.NoError(t, err)
+			left := &corev1.SecretList{}
+			require.NoError(t, c.List(t.Context(), left))
+			if !tc.kept {
+				assert.Empty(t, left.Items)
+				return
+			}
+			require.Len(t, left.Items, 1)
+			assert.Equal(t, "demo-encryption", left.Items[0].Name)
+			assert.Equal(t, "demo", left.Items[0].Annotations[v1alpha1.EncryptionKeyKeptAnnotation])
+			assert.Equal(t, []byte("keys"), left.Items[0].Data[contract.EncryptionConfigKey])
+		})
+	}
+}
