@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"testing"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -96,7 +97,9 @@ func TestEncryptionKeyOutlivesTheControlPlaneWithSnapshots(t *testing.T) {
 			hcp := controlPlane(tc.change)
 			key := secret("demo-encryption", map[string][]byte{contract.EncryptionConfigKey: []byte("keys")})
 			other := secret("demo-apiserver", nil)
-			c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(key, other).Build()
+			kinds := observedKinds()
+			require.NoError(t, cmv1.AddToScheme(kinds))
+			c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(key, other).Build()
 			r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), etcd: etcd.NewChecker()}
 			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo"}}
 			_, err := r.reconcileDelete(t.Context(), &scope{hcp: hcp, cluster: cluster})

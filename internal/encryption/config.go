@@ -8,8 +8,8 @@ import (
 	"io"
 	"time"
 
-	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"sigs.k8s.io/yaml"
 )
 
