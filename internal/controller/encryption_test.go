@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
 
@@ -11,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
@@ -116,4 +119,46 @@ func TestEncryptionKeyOutlivesTheControlPlaneWithSnapshots(t *testing.T) {
 			assert.Equal(t, []byte("keys"), left.Items[0].Data[contract.EncryptionConfigKey])
 		})
 	}
+}
+
+// The rewrite waits for every API server to run with the key, and once it
+// is done for the key and the last restore it asks the workload cluster
+// nothing; a restore in place asks for another.
+func TestRewriteRunsOncePerKeyAndRestore(t *testing.T) {
+	lists := 0
+	workload := fake.NewClientBuilder().WithScheme(observedKinds()).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	r := &Reconciler{recorder: events.NewFakeRecorder(10)}
+	keys := &encryption.Keys{Provider: encryption.Provider, Write: "key-2", Names: []string{"key-2"}}
+	hcp := controlPlane(nil)
+	s := &scope{hcp: hcp, keys: keys, done: map[string]bool{}}
+	more, err := r.rewriteSecrets(t.Context(), s, workload)
+	require.NoError(t, err)
+	assert.False(t, more)
+	c := conditions.Get(hcp, v1alpha1.EncryptionReadyCondition)
+	require.NotNil(t, c)
+	assert.Equal(t, v1alpha1.WaitingReason, c.Reason)
+	assert.Contains(t, c.Message, "waiting for every API server to run with secretbox key key-2")
+	assert.Zero(t, lists)
+
+	hcp.Status.Encryption = v1alpha1.EncryptionStatus{Provider: encryption.Provider, Key: "key-2", RewrittenWith: "key-2"}
+	s.done[v1alpha1.APIServerReadyCondition] = true
+	more, err = r.rewriteSecrets(t.Context(), s, workload)
+	require.NoError(t, err)
+	assert.False(t, more)
+	assert.True(t, conditions.IsTrue(hcp, v1alpha1.EncryptionReadyCondition))
+	assert.Nil(t, s.rewritten, "nothing new to record")
+	assert.Zero(t, lists, "a rewrite done costs no request")
+
+	hcp.Status.Etcd.RestoredFrom = &v1alpha1.EtcdRestoredFrom{Key: "ns/demo/x-rev1.db", Revision: 1, ID: "20261125T220000Z"}
+	_, err = r.rewriteSecrets(t.Context(), s, workload)
+	require.NoError(t, err)
+	assert.Equal(t, 1, lists, "a restore in place asks for a rewrite")
+	require.NotNil(t, s.rewritten)
+	assert.Equal(t, "20261125T220000Z", s.rewritten.after)
+	assert.Equal(t, "key-2", s.rewritten.key)
 }
