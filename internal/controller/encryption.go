@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +204,13 @@ func (r *Reconciler) rewriteSecrets(ctx context.Context, s *scope, live client.C
 	p, err := encryption.Rewrite(ctx, live, rw.Progress)
 	if err != nil {
 		out := readiness.Problem(v1alpha1.RewritingSecretsReason, "rewriting the Secrets with %s: %v; retrying", what, err)
+		if strings.Contains(err.Error(), "unable to transform key") {
+			// What the API server says when no key of its configuration
+			// decrypts a stored value.
+			out.Message = fmt.Sprintf("the API servers cannot decrypt Secrets stored with a key that Secret %s does not hold "+
+				"(restored from a snapshot of a cluster whose key was not kept? create the Secret with that cluster's keys): %v",
+				contract.EncryptionSecretName(s.cluster.Name), err)
+		}
 		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, out)
 		return false, fmt.Errorf("%s: %s", v1alpha1.EncryptionReadyCondition, out.Message)
 	}
