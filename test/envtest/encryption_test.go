@@ -85,6 +85,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	assert.Equal(t, st.Key, st.RewrittenWith)
 	assert.Empty(t, st.RewrittenAfter)
 
+	ctx = testContext(t) // each step above may take minutes on a busy machine
 	stored = storedSecrets(t, etcd.client(t))
 	assert.Zero(t, inClear(stored, planted), "no planted value in clear in etcd")
 	prefix := []byte("k8s:enc:secretbox:v1:" + st.Key + ":")
