@@ -53,9 +53,10 @@ func TestEncryptionAtRest(t *testing.T) {
 	workload, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	require.NoError(t, err)
 	planted := "planted-" + strings.Repeat("x", 8)
+	require.NoError(t, workload.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
 	for i := range plaintextSecrets {
 		require.NoError(t, workload.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("s-%03d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("s-%03d", i)},
 			Data:       map[string][]byte{"password": fmt.Appendf(nil, "%s-%03d", planted, i)},
 		}))
 	}
@@ -94,14 +95,14 @@ func TestEncryptionAtRest(t *testing.T) {
 	}
 	for i := range plaintextSecrets {
 		s := &corev1.Secret{}
-		require.NoError(t, workload.Get(ctx, client.ObjectKey{Namespace: "default", Name: fmt.Sprintf("s-%03d", i)}, s))
+		require.NoError(t, workload.Get(ctx, client.ObjectKey{Namespace: "app", Name: fmt.Sprintf("s-%03d", i)}, s))
 		require.Equal(t, fmt.Sprintf("%s-%03d", planted, i), string(s.Data["password"]))
 	}
 	require.NoError(t, workload.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "after"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "after"},
 		Data:       map[string][]byte{"password": []byte(planted + "-after")},
 	}))
-	after, err := etcd.client(t).Get(ctx, "/registry/secrets/default/after")
+	after, err := etcd.client(t).Get(ctx, "/registry/secrets/app/after")
 	require.NoError(t, err)
 	require.Len(t, after.Kvs, 1)
 	assert.True(t, bytes.HasPrefix(after.Kvs[0].Value, prefix), "written encrypted at once")
