@@ -20,8 +20,8 @@ const Provider = "secretbox"
 // keySize is a secretbox key's size.
 const keySize = 32
 
-// secrets is the resource encrypted.
-const secrets = "secrets"
+// encryptedResource is the resource encrypted.
+const encryptedResource = "secrets"
 
 // NewConfig is an EncryptionConfiguration with one new secretbox key read
 // from random (crypto/rand.Reader outside tests), named after now, and
@@ -34,7 +34,7 @@ func NewConfig(random io.Reader, now time.Time) ([]byte, error) {
 	cfg := apiserverv1.EncryptionConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: apiserverv1.SchemeGroupVersion.String(), Kind: "EncryptionConfiguration"},
 		Resources: []apiserverv1.ResourceConfiguration{{
-			Resources: []string{secrets},
+			Resources: []string{encryptedResource},
 			Providers: []apiserverv1.ProviderConfiguration{
 				{Secretbox: &apiserverv1.SecretboxConfiguration{Keys: []apiserverv1.Key{{
 					Name: KeyName(now), Secret: base64.StdEncoding.EncodeToString(key),
@@ -83,7 +83,7 @@ func Read(data []byte) (Keys, error) {
 	for _, r := range cfg.Resources {
 		for _, res := range r.Resources {
 			// "*." is every resource of the core group, "*.*" every resource.
-			if res != secrets && res != "*." && res != "*.*" {
+			if res != encryptedResource && res != "*." && res != "*.*" {
 				continue
 			}
 			if len(r.Providers) == 0 {
