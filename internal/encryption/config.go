@@ -99,7 +99,7 @@ func Read(data []byte) (Keys, error) {
 func first(p apiserverv1.ProviderConfiguration) (Keys, error) {
 	var provider string
 	var keys []apiserverv1.Key
-	size := map[int]bool{}
+	var size map[int]bool
 	switch {
 	case p.Secretbox != nil:
 		provider, keys, size = Provider, p.Secretbox.Keys, map[int]bool{keySize: true}
