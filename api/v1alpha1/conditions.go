@@ -107,6 +107,23 @@ const (
 	RestoringReason = "Restoring"
 )
 
+// EncryptionReadyCondition: every API server encrypts the Secrets it
+// writes, and every Secret stored before (in clear, or under a key that no
+// longer writes) was rewritten under the key that does. It never affects
+// Available.
+const EncryptionReadyCondition = "EncryptionReady"
+
+// Reasons of EncryptionReady.
+const (
+	// RewritingSecretsReason: the Secrets stored before the key took over
+	// are being rewritten; the message counts them.
+	RewritingSecretsReason = "RewritingSecrets"
+	// EncryptionConfigInvalidReason: the Secret with the encryption keys
+	// holds nothing the API servers can encrypt with; they keep what they
+	// started with, and none rolls until it is fixed.
+	EncryptionConfigInvalidReason = "EncryptionConfigInvalid"
+)
+
 // Condition reasons.
 const (
 	ReadyReason                 = "Ready"

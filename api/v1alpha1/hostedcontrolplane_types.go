@@ -25,6 +25,13 @@ const BackupNowAnnotation = "controlplane.cluster.x-k8s.io/backup-now"
 // annotation once it took the request (status.etcd.restoring).
 const RestoreEtcdAnnotation = "controlplane.cluster.x-k8s.io/restore-etcd"
 
+// EncryptionKeyKeptAnnotation marks the Secret <cluster>-encryption that the
+// controller kept when it deleted a control plane whose etcd snapshots may
+// be in a store: they hold the workload cluster's Secrets encrypted with its
+// keys, so a restore needs it. Its value names the control plane. A control
+// plane of the same name adopts the Secret, and the annotation goes.
+const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-key-kept"
+
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
 // +kubebuilder:storageversion
@@ -137,6 +144,42 @@ type HostedControlPlaneStatus struct {
 	// etcd reports the hosted etcd cluster.
 	// +optional
 	Etcd EtcdStatus `json:"etcd,omitempty,omitzero"`
+
+	// encryption reports encryption at rest of the workload cluster's
+	// Secrets; the EncryptionReady condition says how far it is.
+	// +optional
+	Encryption EncryptionStatus `json:"encryption,omitempty,omitzero"`
+}
+
+// EncryptionStatus reports encryption at rest of the workload cluster's
+// Secrets by its API servers, with the keys in the Secret
+// <cluster>-encryption. It names keys, never their values.
+type EncryptionStatus struct {
+	// provider encrypts the Secrets the API servers write: secretbox, or
+	// the provider of a configuration a user kept in the Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Provider string `json:"provider,omitempty"`
+
+	// key names the key the API servers write Secrets with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+
+	// rewrittenWith names the key of the last rewrite of every Secret: the
+	// API servers wrote again, with that key, each one stored before it
+	// took over (in clear, or under another key). While it differs from
+	// key, a rewrite is under way.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RewrittenWith string `json:"rewrittenWith,omitempty"`
+
+	// rewrittenAfter is the restore in place (status.etcd.restoredFrom.id)
+	// that the last rewrite followed: a snapshot may bring back Secrets
+	// stored in clear, so each restore in place is followed by a rewrite.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RewrittenAfter string `json:"rewrittenAfter,omitempty"`
 }
 
 // HostedControlPlaneInitializationStatus is the initialization part of the

@@ -178,6 +178,17 @@ egressSelections:
 	}
 }
 
+// encryptionConfigDir is where the API servers read the
+// EncryptionConfiguration with which they encrypt the workload cluster's
+// Secrets (internal/encryption), from the Secret the controller generates
+// once. It is read at start only: the Secret is among those the pod
+// template digests, so a new list of keys rolls the API servers, and the
+// rollout tells when every one of them has it (which the rewrite of the
+// stored Secrets, and a rotation of keys, wait for). Automatic reload would
+// leave each API server to find the change on its own, with no way to know
+// when all have.
+const encryptionConfigDir = "/etc/kubernetes/encryption"
+
 func apiServerArgs(in render.Input) []string {
 	pki := "/etc/kubernetes/pki"
 	defaults := map[string]string{
@@ -189,6 +200,7 @@ func apiServerArgs(in render.Input) []string {
 		"enable-bootstrap-token-auth":        "true",
 		"endpoint-reconciler-type":           "none",
 		"egress-selector-config-file":        "/etc/kubernetes/egress/egress-selector.yaml",
+		"encryption-provider-config":         encryptionConfigDir + "/" + contract.EncryptionConfigKey,
 		"etcd-servers":                       fmt.Sprintf("https://%s:%d", contract.EtcdServerName(in.ClusterName(), in.Namespace()), contract.EtcdClientPort),
 		"etcd-cafile":                        pki + "/etcd/ca.crt",
 		"etcd-certfile":                      pki + "/etcd/tls.crt",
@@ -234,7 +246,8 @@ func apiServerDeployment(in render.Input) *appsv1.Deployment {
 		render.SecretVolume{Name: "kubelet", Secret: kubeletClientSecret(in), Path: "/etc/kubernetes/pki/kubelet"},
 		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: "/etc/kubernetes/pki/front-proxy"},
 		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"},
-		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: "/etc/kubernetes/egress"})
+		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: "/etc/kubernetes/egress"},
+		render.SecretVolume{Name: "encryption", Secret: contract.EncryptionSecretName(in.ClusterName()), Path: encryptionConfigDir})
 
 	konn := konnectivityServer{}.container(in, &pod)
 	socket := corev1.VolumeMount{Name: "konnectivity-uds", MountPath: konnectivitySocketDir}

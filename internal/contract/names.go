@@ -38,3 +38,14 @@ const (
 	APIServerPort    = 6443
 	KonnectivityPort = 8132
 )
+
+// EncryptionSecretName is the Secret that holds the EncryptionConfiguration
+// (apiserver.config.k8s.io/v1) the API servers encrypt the workload
+// cluster's Secrets with, under EncryptionConfigKey. It outlives the control
+// plane while snapshots of its etcd may exist, which only its keys decrypt,
+// and a control plane of the same name adopts it.
+func EncryptionSecretName(cluster string) string { return cluster + "-encryption" }
+
+// EncryptionConfigKey is the key of the EncryptionConfiguration in the
+// Secret EncryptionSecretName names.
+const EncryptionConfigKey = "encryption-config.yaml"

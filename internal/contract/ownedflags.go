@@ -72,6 +72,7 @@ var APIServerOwnedFlags = OwnedFlags{
 	"advertise-address":                "it is each pod's own address",
 	"client-ca-file":                   "it trusts the cluster CA the controller keeps",
 	"egress-selector-config-file":      "it sends traffic to nodes and pods through the konnectivity server beside the API server",
+	"encryption-provider-config":       "it encrypts the workload cluster's Secrets with the keys the controller keeps, which the etcd snapshots need",
 	"endpoint-reconciler-type":         "the controller keeps the workload cluster's kubernetes endpoint itself; pod addresses mean nothing there",
 	"etcd-servers":                     "it points the API server at the hosted etcd",
 	"etcd-cafile":                      "it is the etcd client certificate the controller issues and mounts",

@@ -20,7 +20,9 @@ import (
 // reconcileDelete closes the connections to the control plane's etcd and
 // removes what garbage collection cannot: the Secrets cert-manager issued,
 // once the final etcd snapshot is stored or given up on (see
-// internal/backup). Their Certificates go first, or cert-manager would issue
+// internal/backup), and the encryption Secret, unless snapshots may exist:
+// they hold the workload cluster's Secrets encrypted with its keys, so it is
+// kept for a restore. Certificates go first, or cert-manager would issue
 // them again. Everything else is owned by the control plane and goes with it
 // once the finalizer is released.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -55,11 +57,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		if metav1.GetControllerOfNoCopy(secret) != nil {
 			continue // owned: garbage collection takes it
 		}
+		if secret.Name == contract.EncryptionSecretName(s.cluster.Name) && snapshotsMayExist(s.hcp) {
+			if err := r.keepEncryptionSecret(ctx, s.hcp, secret); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
 		if err := r.client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", secret.Name, err)
 		}
 	}
 	controllerutil.RemoveFinalizer(s.hcp, Finalizer)
 	r.told.forget(s.hcp.UID, "")
+	r.rewrites.forget(s.hcp.UID)
 	return ctrl.Result{}, nil
 }

@@ -11,7 +11,10 @@
 // the pass, so an upgrade moves etcd, then the API servers, then the
 // controllers, never two at once; on the workload side, once the API server
 // answers and through Cluster API's ClusterCache, each phase stands alone
-// and never makes the control plane unavailable. The status, conditions
+// and never makes the control plane unavailable. There too, once every API
+// server encrypts with the key observation found or generated
+// (encryption.go), the Secrets stored before it are rewritten a page a
+// pass (EncryptionReady). The status, conditions
 // included, is computed in one place (status.go) from what the pass
 // recorded, and an unchanged control plane costs no API writes.
 package controller

@@ -40,6 +40,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if err := r.observeSecrets(ctx, s.hcp, in, &o); err != nil {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
+	r.observeEncryption(ctx, s, in, &o)
 	s.facts = r.observeFacts(ctx, in)
 	if pods := s.facts.etcdPods; pods != nil {
 		m, err := r.etcd.Membership(ctx, r.client, in, pods.Items)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -33,10 +34,15 @@ func observedKinds() *runtime.Scheme {
 
 func observed(t *testing.T, hcp *v1alpha1.HostedControlPlane, objs ...client.Object) *scope {
 	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(objs...).Build()
+	return observedWith(t, c, hcp)
+}
+
+func observedWith(t *testing.T, c client.Client, hcp *v1alpha1.HostedControlPlane) *scope {
+	t.Helper()
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo"}}
 	cluster.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.96.0.0/12"}
-	c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(objs...).Build()
-	r := &Reconciler{client: c, apiReader: c, settings: render.DefaultSettings()}
+	r := &Reconciler{client: c, apiReader: c, settings: render.DefaultSettings(), recorder: events.NewFakeRecorder(10)}
 	s := &scope{hcp: hcp, cluster: cluster}
 	r.observe(t.Context(), s)
 	return s

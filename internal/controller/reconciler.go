@@ -23,6 +23,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
 )
 
 // Finalizer holds a HostedControlPlane until the Secrets cert-manager issued
@@ -65,6 +66,8 @@ type Reconciler struct {
 	// told are the bad situations told in Warning events, by control plane
 	// and condition (see record).
 	told toldSituations
+	// rewrites are the rewrites of Secrets under way (see rewriteSecrets).
+	rewrites rewrites
 }
 
 // NewReconciler returns a Reconciler that reads through c, normally backed
@@ -111,6 +114,13 @@ type scope struct {
 	// it said (nil: it answered).
 	probed bool
 	answer error
+	// keys are what the encryption Secret holds; nil when it holds nothing
+	// the API servers can encrypt with (or could not be read).
+	keys *encryption.Keys
+	// rewritten is the rewrite of Secrets this pass finished; rewriting
+	// says another page is due.
+	rewritten *rewrite
+	rewriting bool
 }
 
 // blockedPhase is a phase that ended a pass, and how.
@@ -193,6 +203,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	// their failures are theirs and leave the control plane Available.
 	if err := r.reconcileWorkload(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if s.rewriting {
+		return ctrl.Result{RequeueAfter: rewriteInterval}, nil
 	}
 	if s.blocked != nil && s.blocked.Poll {
 		return ctrl.Result{RequeueAfter: pollInterval}, nil

@@ -31,10 +31,20 @@ func ownedConditions() []string {
 	// EtcdRestored too: the backup controller takes a request to restore in
 	// place, and this controller tells its steps and ends it.
 	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition}
-	for _, p := range append(managementPhases(etcd.Component{}), workloadPhases()...) {
+	for _, p := range managementPhases(etcd.Component{}) {
 		owned = append(owned, p.condition)
 	}
-	return owned
+	return append(owned, workloadConditions()...)
+}
+
+// workloadConditions are the conditions of what is kept inside the workload
+// cluster: its phases', and the rewrite of its Secrets (rewriteSecrets).
+func workloadConditions() []string {
+	var conds []string
+	for _, p := range workloadPhases() {
+		conds = append(conds, p.condition)
+	}
+	return append(conds, v1alpha1.EncryptionReadyCondition)
 }
 
 // record sets a condition from an outcome. A bad situation is told in a
@@ -127,8 +137,8 @@ func markWaiting(hcp *v1alpha1.HostedControlPlane, phases []phase, i int) {
 
 // markUnreachable says that the workload cluster cannot be reached.
 func markUnreachable(hcp *v1alpha1.HostedControlPlane, err error) {
-	for _, p := range workloadPhases() {
-		setCondition(hcp, p.condition, metav1.ConditionFalse, v1alpha1.WorkloadUnreachableReason,
+	for _, c := range workloadConditions() {
+		setCondition(hcp, c, metav1.ConditionFalse, v1alpha1.WorkloadUnreachableReason,
 			"cannot reach the workload cluster through Cluster API's cluster cache: "+err.Error())
 	}
 }
@@ -164,9 +174,9 @@ func updateStatus(s *scope) {
 		// Before the API server first answers, the workload conditions say
 		// what they wait for (a bad situation says it in its own condition);
 		// afterwards they keep what was last observed.
-		for _, p := range workloadPhases() {
-			if conditions.Get(hcp, p.condition) == nil {
-				setCondition(hcp, p.condition, metav1.ConditionFalse, v1alpha1.WaitingForControlPlaneReason,
+		for _, c := range workloadConditions() {
+			if conditions.Get(hcp, c) == nil {
+				setCondition(hcp, c, metav1.ConditionFalse, v1alpha1.WaitingForControlPlaneReason,
 					"waiting for the API server to answer")
 			}
 		}
@@ -175,6 +185,12 @@ func updateStatus(s *scope) {
 		// What the user set stays; what was missing is filled in once, when
 		// the control plane is first served there.
 		hcp.Spec.ControlPlaneEndpoint = s.in.Endpoint
+	}
+	if k := s.keys; k != nil {
+		st.Encryption.Provider, st.Encryption.Key = k.Provider, k.Write
+	}
+	if rw := s.rewritten; rw != nil {
+		st.Encryption.RewrittenWith, st.Encryption.RewrittenAfter = rw.key, rw.after
 	}
 	if s.facts == nil {
 		return // no Input: nothing was observed

@@ -80,7 +80,10 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 		return nil
 	}
 	workload := side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: contract.ManagedBy}, repairs: true}
-	return errors.Join(r.run(ctx, s, workload, workloadPhases())...)
+	problems := r.run(ctx, s, workload, workloadPhases())
+	more, err := r.rewriteSecrets(ctx, s, live)
+	s.rewriting = more
+	return errors.Join(append(problems, err)...)
 }
 
 // watchWorkload watches our objects in the workload cluster, so that an edit

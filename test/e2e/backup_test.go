@@ -45,6 +45,9 @@ type backupStore struct {
 	client          *minio.Client
 	bucket          string
 	secretNamespace string
+	// dataDir is versitygw's posix backend: each object is a file at
+	// <dataDir>/<bucket>/<key>.
+	dataDir string
 }
 
 const backupConfigMaps = 2000
@@ -80,7 +83,7 @@ func startBackupStore(t testing.TB, secretNamespace string) *backupStore {
 	transport, err := minio.DefaultTransport(true)
 	require.NoError(t, err)
 	transport.TLSClientConfig.RootCAs = roots
-	s := &backupStore{bucket: "backups", secretNamespace: namespace(t, secretNamespace)}
+	s := &backupStore{bucket: "backups", secretNamespace: namespace(t, secretNamespace), dataDir: filepath.Join(dir, "data")}
 	s.client, err = minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Secure: true, Transport: transport, Region: "us-east-1"})
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, "versitygw makes the bucket", func() error {
@@ -119,8 +122,9 @@ func randomHex(t testing.TB) string {
 // snapshotLands writes backupConfigMaps ConfigMaps of known content through
 // the Cluster's kubeconfig, turns on backups (a yearly schedule) and asks for
 // a snapshot as the README shows, then reads the snapshot back from the
-// bucket: whole (its sha256) and holding every ConfigMap.
-func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
+// bucket: whole (its sha256) and holding every ConfigMap. It returns the
+// snapshot as the store keeps it on disk.
+func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) []byte {
 	writeConfigMaps(t, key, backupConfigMaps)
 	st := snapshotStored(t, s, key).Status.Etcd
 	require.True(t, strings.HasPrefix(st.LastBackupKey, key.Namespace+"/"+key.Name+"/"), st.LastBackupKey)
@@ -129,6 +133,10 @@ func snapshotLands(t *testing.T, s *backupStore, key client.ObjectKey) {
 	_, err := io.Copy(io.Discard, snapshotcheck.Reader(bytes.NewReader(data)))
 	require.NoError(t, err, "the snapshot ends in the sha256 of its database")
 	require.Equal(t, backupConfigMaps, configMapsIn(t, data, "/registry/configmaps/bk/cm-", "content-1999"))
+	onDisk, err := os.ReadFile(filepath.Join(s.dataDir, s.bucket, filepath.FromSlash(st.LastBackupKey)))
+	require.NoError(t, err, "versitygw keeps the object as a file")
+	require.Equal(t, data, onDisk)
+	return onDisk
 }
 
 // everyConfigMapRestored reads the n ConfigMaps writeConfigMaps wrote through
@@ -258,25 +266,35 @@ func (s *backupStore) download(t *testing.T, key string) []byte {
 // configMapsIn counts the keys under prefix in a snapshot's database, as
 // etcd would restore it, and checks that one holds want.
 func configMapsIn(t *testing.T, snapshot []byte, prefix, want string) int {
+	names, found := map[string]bool{}, false
+	for _, kv := range snapshotKeys(t, snapshot) {
+		if strings.HasPrefix(string(kv.Key), prefix) {
+			names[string(kv.Key)] = true
+			found = found || bytes.Contains(kv.Value, []byte(want))
+		}
+	}
+	require.True(t, found, "a ConfigMap holds %q", want)
+	return len(names)
+}
+
+// snapshotKeys are the revisions of keys in a snapshot's database, as etcd
+// would restore them.
+func snapshotKeys(t *testing.T, snapshot []byte) []mvccpb.KeyValue {
 	path := filepath.Join(t.TempDir(), "db")
 	require.NoError(t, os.WriteFile(path, snapshot[:len(snapshot)-32], 0o600))
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	defer func() { _ = db.Close() }()
-	names, found := map[string]bool{}, false
+	var kvs []mvccpb.KeyValue
 	require.NoError(t, db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("key")).ForEach(func(_, v []byte) error {
 			var kv mvccpb.KeyValue
 			if err := kv.Unmarshal(v); err != nil {
 				return err
 			}
-			if strings.HasPrefix(string(kv.Key), prefix) {
-				names[string(kv.Key)] = true
-				found = found || bytes.Contains(kv.Value, []byte(want))
-			}
+			kvs = append(kvs, kv)
 			return nil
 		})
 	}))
-	require.True(t, found, "a ConfigMap holds %q", want)
-	return len(names)
+	return kvs
 }

@@ -135,8 +135,11 @@ func TestHostedControlPlane(t *testing.T) {
 		})
 		store.grant(t, ns)
 	})
-	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3", func(t *testing.T) {
-		snapshotLands(t, store, key)
+	var planted plantedSecret
+	t.Run("an etcd snapshot holding 2,000 ConfigMaps lands in S3, a Secret in it encrypted", func(t *testing.T) {
+		planted = plantSecret(t, key)
+		snapshot := snapshotLands(t, store, key)
+		planted.encryptedIn(t, snapshot)
 	})
 
 	t.Run("restored in place, the ConfigMaps are the snapshot's and a watcher never sees time go backwards", func(t *testing.T) {
@@ -149,14 +152,17 @@ func TestHostedControlPlane(t *testing.T) {
 		deleteClusters(t, key)
 		finalSnapshotStored(t, store, key, hcp.Status.Etcd.LastBackupKey)
 		podsAndClaimsGone(t, ns)
+		encryptionKeyKept(t, key, hcp.Status.Encryption.Key)
+		planted.key = hcp.Status.Encryption.Key
 	})
 
-	t.Run("the Cluster created again with restore: latest has every ConfigMap back", func(t *testing.T) {
+	t.Run("the Cluster created again with restore: latest has every ConfigMap and the encrypted Secret back", func(t *testing.T) {
 		start := time.Now()
 		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace))
 		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
 		t.Logf("Available %s after the Cluster was created again from its final snapshot", time.Since(start).Round(time.Second))
 		everyConfigMapRestored(t, store, key, backupConfigMaps)
+		planted.readBack(t, key)
 		deleteClusters(t, key)
 	})
 }
@@ -266,8 +272,9 @@ func pollAPIServer(t *testing.T, cfg *rest.Config, during func()) (failures []st
 }
 
 // deleteClusters deletes Clusters and waits until they and every object of
-// theirs are gone: the control planes, Secrets, ConfigMaps, Services,
-// workloads, certificates and TLSRoutes in their namespaces. Their pods and
+// theirs are gone: the control planes, Secrets (but encryption keys kept for
+// the snapshots), ConfigMaps, Services, workloads, certificates and
+// TLSRoutes in their namespaces. Their pods and
 // the claims those pods hold still terminate then: TestHostedControlPlane
 // waits for that (podsAndClaimsGone), which takes a minute the other tests
 // need not spend again.
@@ -317,6 +324,9 @@ func leftIn(ctx context.Context, ns string, lists ...client.ObjectList) error {
 			o, _ := item.(client.Object)
 			if o.GetName() == "kube-root-ca.crt" {
 				continue // every namespace's own
+			}
+			if _, kept := o.GetAnnotations()[v1alpha1.EncryptionKeyKeptAnnotation]; kept {
+				continue // kept for the snapshots (encryptionKeyKept)
 			}
 			left = append(left, fmt.Sprintf("%T %s", o, o.GetName()))
 		}

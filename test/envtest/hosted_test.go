@@ -1,6 +1,8 @@
 package envtest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -10,8 +12,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // runHostedAPIServer runs, as processes on 127.0.0.1, what a kubelet would run
@@ -22,6 +27,21 @@ import (
 // port. The API server logs every write to the audit log whose path it
 // returns.
 func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog string) {
+	t.Helper()
+	h := runHostedEtcd(t, ns, cluster)
+	_, auditLog = h.startAPIServer(t, port, nil)
+	return auditLog
+}
+
+// hostedEtcd is the etcd of a control plane, running as a process.
+type hostedEtcd struct {
+	ns, cluster string
+	port        int
+}
+
+// runHostedEtcd runs the etcd of a control plane on 127.0.0.1, serving the
+// certificate cert-manager issued for it.
+func runHostedEtcd(t *testing.T, ns, cluster string) *hostedEtcd {
 	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	dir := t.TempDir()
@@ -41,8 +61,18 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog st
 		"--cert-file="+certs+"/tls.crt", "--key-file="+certs+"/tls.key")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = etcd.Stop(10 * time.Second) })
+	return &hostedEtcd{ns: ns, cluster: cluster, port: etcdPort}
+}
 
-	d := get(t, &appsv1.Deployment{}, ns, cluster+"-apiserver")
+// startAPIServer runs the kube-apiserver of the rendered Deployment against
+// the etcd, without the flags that drop says to leave out (playing an API
+// server of an older release), on 127.0.0.1:port, and waits until it
+// listens. It returns the process and the path of its audit log.
+func (h *hostedEtcd) startAPIServer(t *testing.T, port int, drop func(arg string) bool) (*Process, string) {
+	t.Helper()
+	bin := os.Getenv("KUBEBUILDER_ASSETS")
+	dir := t.TempDir()
+	d := get(t, &appsv1.Deployment{}, h.ns, h.cluster+"-apiserver")
 	pod := d.Spec.Template.Spec
 	var api corev1.Container
 	for _, c := range pod.Containers {
@@ -50,10 +80,15 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog st
 			api = c
 		}
 	}
-	args := mountInto(t, ns, dir, pod.Volumes, api)
+	var args []string
+	for _, arg := range mountInto(t, h.ns, dir, pod.Volumes, api) {
+		if drop == nil || !drop(arg) {
+			args = append(args, arg)
+		}
+	}
 	args = append(args,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
-		fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", etcdPort))
+		fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", h.port))
 	audit, err := AuditFlags(dir)
 	require.NoError(t, err)
 	for name, value := range audit {
@@ -77,7 +112,25 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog st
 			t.Fatalf("the hosted API server does not listen on %s:\n%s", addr, apiserver.Output())
 		}
 	}
-	return audit["audit-log-path"]
+	return apiserver, audit["audit-log-path"]
+}
+
+// client is an etcd client with the API server's etcd client certificate.
+func (h *hostedEtcd) client(t *testing.T) *clientv3.Client {
+	t.Helper()
+	secret := get(t, &corev1.Secret{}, h.ns, h.cluster+"-apiserver-etcd-client")
+	cert, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(secret.Data["ca.crt"]))
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{fmt.Sprintf("https://127.0.0.1:%d", h.port)},
+		DialTimeout: 10 * time.Second,
+		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: contract.EtcdServerName(h.cluster, h.ns), MinVersion: tls.VersionTLS12},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // mountInto writes the Secrets a container mounts under dir and returns its
