@@ -211,7 +211,12 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 		return readiness.Outcome{}, err
 	}
 	if next.Kind == Replace {
-		if err := c.recordReplacement(ctx, r, in, next.Name, now); err != nil {
+		err := c.recordReplacement(ctx, r, in, next.Name, now)
+		if apierrors.IsConflict(err) {
+			// The record changed since this pass read it: the next one decides again.
+			return poll(readiness.Waiting(v1alpha1.EtcdMemberDownReason, "%s: the record of replacements changed meanwhile", next)), nil
+		}
+		if err != nil {
 			return readiness.Outcome{}, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -371,7 +372,11 @@ func (c Component) recordHealthy(ctx context.Context, r client.Reader, in render
 	if maps.Equal(want, m.HealthyRevisions) {
 		return nil
 	}
-	return c.annotate(ctx, r, in, HealthyRevisionsAnnotation, want)
+	err := c.annotate(ctx, r, in, HealthyRevisionsAnnotation, want)
+	if apierrors.IsConflict(err) {
+		return nil // the ConfigMap changed meanwhile: the next pass, which sees it, records
+	}
+	return err
 }
 
 // recordReplacement records the replacement of member at now, with the

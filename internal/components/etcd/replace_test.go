@@ -5,9 +5,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
@@ -194,4 +198,33 @@ func TestMayReplace(t *testing.T) {
 			assert.Equal(t, !tc.limited && !tc.when.After(now), ok)
 		})
 	}
+}
+
+// The records survive the controller: written on the members ConfigMap,
+// read back as the next pass observes them, and written only when they
+// change. A member etcd no longer lists is forgotten; one that is down keeps
+// what it last ran healthy on.
+func TestRecords(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	in := input(t, v1alpha1.EtcdSpec{})
+	cm := membersConfigMap(in)
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cm).Build()
+	component := Component{Writer: c}
+	m := membership(3)
+	m.HealthyRevisions = map[string]string{"demo-etcd-1": "demo-etcd-old", "demo-etcd-7": "demo-etcd-old"}
+	m.Members[1].Healthy = false
+	m.Members[2].Pod.Revision = "demo-etcd-b"
+	require.NoError(t, component.recordHealthy(t.Context(), c, withEtcd(in, m)))
+	require.NoError(t, component.recordReplacement(t.Context(), c, withEtcd(in, m), "demo-etcd-1", now))
+
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(cm), cm))
+	healthy, history := records(cm)
+	assert.Equal(t, map[string]string{"demo-etcd-0": "demo-etcd-a", "demo-etcd-1": "demo-etcd-old", "demo-etcd-2": "demo-etcd-b"}, healthy)
+	assert.Equal(t, []render.EtcdReplacement{{Member: "demo-etcd-1", At: now}}, history)
+
+	m.HealthyRevisions = healthy
+	version := cm.ResourceVersion
+	require.NoError(t, component.recordHealthy(t.Context(), c, withEtcd(in, m)))
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(cm), cm))
+	assert.Equal(t, version, cm.ResourceVersion, "nothing written when nothing changed")
 }
