@@ -110,10 +110,9 @@ func says(p render.EtcdPod) string {
 	case p.Running:
 		return "its etcd container runs but etcd does not answer"
 	case p.Exit != nil:
+		// Not the count of restarts, which would make a new message, and a
+		// new event, of every restart.
 		s := fmt.Sprintf("its etcd container exited with code %d (%s)", p.Exit.Code, p.Exit.Reason)
-		if p.Restarts > 0 {
-			s += fmt.Sprintf(", %d restarts", p.Restarts)
-		}
 		if words := lastWords(p.Exit.Message); words != "" {
 			s += ": " + words
 		}
