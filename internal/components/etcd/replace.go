@@ -129,9 +129,9 @@ const maxWords = 300
 // lastWords is the telling part of a container's last words (the tail of
 // its log, which the kubelet keeps as its termination message): the error
 // of the last line etcd logged at level fatal, panic or error (its log
-// lines are JSON), otherwise the first line that is neither a log line nor
-// part of a stack or of etcd's usage text, such as the flag package's
-// complaint; bounded, printable.
+// lines are JSON), otherwise the first line of a Go panic or of the flag
+// package's complaint (the start of a stack may be cut off the tail, and
+// a frame is no word to quote); bounded, printable.
 func lastWords(message string) string {
 	lines := strings.Split(message, "\n")
 	for _, line := range slices.Backward(lines) {
@@ -146,7 +146,7 @@ func lastWords(message string) string {
 		if line == "" || strings.HasPrefix(line, "{") || strings.HasPrefix(line, "goroutine ") || strings.HasPrefix(line, "Usage:") {
 			continue
 		}
-		if strings.HasPrefix(line, "panic: ") || strings.Contains(line, "flag") || strings.Contains(line, "error") {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") || strings.Contains(line, " flag") {
 			return bounded(line)
 		}
 	}
