@@ -250,7 +250,7 @@ func downOutcome(m *render.EtcdMembership, voters []render.EtcdMember, v render.
 		// the latest that fails, or does not come up for long, stops the
 		// rollout there.
 		latest := sts != nil && sts.Status.ObservedGeneration >= sts.Generation && v.Pod.Revision == sts.Status.UpdateRevision
-		if !latest || (!long && v.Pod.Exit == nil && !failing(v.Pod)) {
+		if !latest || (!long && !failing(v.Pod)) {
 			return readiness.Outcome{}, false
 		}
 		return readiness.Problem(v1alpha1.EtcdRolloutStuckReason,
