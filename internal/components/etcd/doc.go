@@ -94,7 +94,9 @@
 //     no other change while a member is down), EtcdReady says
 //     EtcdRolloutStuck with the member and its container's last words, and
 //     nothing is replaced: correcting the spec, or putting it back, rolls
-//     the member again on its own volume;
+//     the member again on its own volume (the StatefulSet deletes a pod of
+//     an older revision before it waits for one to be ready, unless the
+//     MaxUnavailableStatefulSet feature gate, off by default, is on);
 //   - a member whose pod runs the very revision it ran healthy on, and whose
 //     etcd container exits by itself with an error (a code from 1 to 127,
 //     not OOMKilled), again after at least two restarts (Data), fails on
