@@ -77,10 +77,13 @@
 // volume is the one step that cannot be undone, so the controller replaces
 // a member only on evidence that its data is what fails, never for being
 // down alone. etcd does not say so in a way the controller can read: etcd
-// exits with code 2 both on a flag it refuses (flag parsing) and on a
-// panic (a raft log lost under it: "tocommit(N) is out of range
-// [lastIndex(0)]"; a database it cannot open), and with 1 on most other
-// fatal errors, whatever the cause; and its log is text for people. What
+// exits with code 2 both on a flag it refuses (flag parsing: `invalid
+// value "not-a-number" for flag -snapshot-count`) and on a panic (on an
+// emptied data directory, as the member it was: "tocommit(59) is out of
+// range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?";
+// on an overwritten database: "failed to open database: invalid
+// database"; each tried with etcd 3.6), and with 1 on most other fatal
+// errors, whatever the cause; and its log is text for people. What
 // does tell them apart is what changed. A member's pod runs one revision of
 // the StatefulSet's pod spec (its controller-revision-hash label); the
 // controller records, for each member, the revision it last ran healthy on
