@@ -148,10 +148,21 @@ const (
 	// EtcdUnhealthyReason: a change to etcd waits for a healthy cluster
 	// (a leader, every member answering, no alarm).
 	EtcdUnhealthyReason = "EtcdUnhealthy"
-	// EtcdMemberReplacedReason: a member that stayed down (its volume lost,
-	// say) was removed from etcd, with its pod and volume, to come back as
-	// a new member.
+	// EtcdMemberReplacedReason: a member whose etcd refused its data (its
+	// volume lost or corrupt) on the pod spec it had run healthy on was
+	// removed from etcd, with its pod and volume, to come back as a new
+	// member.
 	EtcdMemberReplacedReason = "EtcdMemberReplaced"
+	// EtcdRolloutStuckReason: a member fails on the new pod spec of etcd's
+	// rollout, which stops there; nothing is replaced for it.
+	EtcdRolloutStuckReason = "EtcdRolloutStuck"
+	// EtcdMemberDownReason: a voting member is down and is not replaced
+	// (yet): nothing says its data is lost, or the quorum or the backoff
+	// between replacements holds it.
+	EtcdMemberDownReason = "EtcdMemberDown"
+	// EtcdReplacementLimitReason: a member whose data etcd refuses was
+	// replaced as often as a member may be within a day, and is not again.
+	EtcdReplacementLimitReason = "EtcdReplacementLimit"
 	// EtcdDefragmentedReason: a member's database was defragmented, freeing
 	// the space its deleted data held.
 	EtcdDefragmentedReason = "EtcdDefragmented"

@@ -67,6 +67,10 @@ func TestEtcdMembership(t *testing.T) {
 		assert.True(t, replaced, "an event tells that %s was replaced", victim)
 	})
 
+	t.Run("a flag etcd refuses stops the rollout and deletes nothing", func(t *testing.T) {
+		badArgsStopTheRollout(t, key, hosted)
+	})
+
 	t.Run("its volumes grow from 1Gi to 2Gi while it runs", func(t *testing.T) {
 		took := growVolumes(t, key, "2Gi")
 		t.Logf("every volume and filesystem at 2Gi and the quota raised %s after asking", took.Round(time.Second))
@@ -93,6 +97,94 @@ func TestEtcdMembership(t *testing.T) {
 	assert.Empty(t, lost, "objects written and then lost")
 	assert.Greater(t, len(written), 100, "the client wrote throughout")
 	deleteClusters(t, key)
+}
+
+// badArgsStopTheRollout rolls a flag etcd refuses onto the three healthy
+// voters of a control plane: the rollout stops at the first member it
+// updates, which crash-loops; EtcdReady says so, naming the member and
+// etcd's complaint; no member is removed or replaced and no volume deleted
+// while it stays down for longer than a member whose data is lost would be
+// replaced after; two members stay healthy. Putting the args back brings
+// the member back as itself, on its own volume, and what was written
+// before is still there.
+func badArgsStopTheRollout(t *testing.T, key client.ObjectKey, hosted kubernetes.Interface) {
+	ctx := testContext(t)
+	before := waitVoters(t, key, 3)
+	claims := claimUIDs(t, key)
+	kept, err := hosted.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "before-bad-args"}, Data: map[string]string{"kept": "yes"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	setEtcdArgs(t, key, map[string]string{"snapshot-count": "not-a-number"})
+
+	stuck := key.Name + "-etcd-2" // the StatefulSet updates the highest ordinal first
+	var since time.Time
+	eventually(t, 5*time.Minute, "EtcdReady says the rollout is stuck at "+stuck, func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		ready := apimeta.FindStatusCondition(hcp.Status.Conditions, v1alpha1.EtcdReadyCondition)
+		if ready == nil || ready.Reason != v1alpha1.EtcdRolloutStuckReason || !strings.Contains(ready.Message, stuck) ||
+			!strings.Contains(ready.Message, `invalid value "not-a-number" for flag -snapshot-count`) {
+			return fmt.Errorf("EtcdReady %v", ready)
+		}
+		t.Logf("EtcdReady: %s", ready.Message)
+		since = time.Now()
+		return nil
+	})
+	// Longer than a member whose data etcd refuses stays down before it is
+	// replaced: nothing may go meanwhile.
+	for time.Since(since) < 90*time.Second {
+		assert.Equal(t, claims, claimUIDs(t, key), "no claim deleted")
+		hcp := &v1alpha1.HostedControlPlane{}
+		require.NoError(t, k8s.Get(ctx, key, hcp))
+		members := map[string]string{}
+		for _, m := range hcp.Status.Etcd.MemberStatuses {
+			members[m.Name] = m.ID
+		}
+		assert.Equal(t, before, members, "no member removed or replaced")
+		assert.Len(t, voters(t, key), 2, "two members stay healthy")
+		time.Sleep(10 * time.Second)
+	}
+	events := &corev1.EventList{}
+	require.NoError(t, k8s.List(ctx, events, client.InNamespace(key.Namespace)))
+	assert.True(t, slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == v1alpha1.EtcdRolloutStuckReason && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, stuck)
+	}), "a Warning event tells the rollout is stuck")
+	assert.False(t, slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, stuck)
+	}), "no replacement of %s", stuck)
+
+	setEtcdArgs(t, key, nil)
+	assert.Equal(t, before, waitVoters(t, key, 3), "the same three members, none replaced")
+	assert.Equal(t, claims, claimUIDs(t, key), "on the same volumes")
+	got, err := hosted.CoreV1().ConfigMaps("default").Get(ctx, kept.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "yes", got.Data["kept"])
+}
+
+// setEtcdArgs sets spec.etcd.args.
+func setEtcdArgs(t testing.TB, key client.ObjectKey, args map[string]string) {
+	t.Helper()
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(testContext(t), key, hcp))
+	patch := client.MergeFrom(hcp.DeepCopy())
+	hcp.Spec.Etcd.Args = args
+	require.NoError(t, k8s.Patch(testContext(t), hcp, patch))
+}
+
+// claimUIDs are the UIDs of the etcd members' volume claims, by name.
+func claimUIDs(t testing.TB, key client.ObjectKey) map[string]types.UID {
+	t.Helper()
+	claims := &corev1.PersistentVolumeClaimList{}
+	require.NoError(t, k8s.List(testContext(t), claims, client.InNamespace(key.Namespace),
+		client.MatchingLabels{contract.ControlPlaneLabel: key.Name, contract.ComponentLabel: contract.EtcdComponent}))
+	uids := map[string]types.UID{}
+	for _, c := range claims.Items {
+		uids[c.Name] = c.UID
+	}
+	return uids
 }
 
 // replaceMember deletes the pod and volume of member victim of a control

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -58,6 +59,7 @@ func (Component) Prunes() (string, []client.ObjectList) {
 
 // Ready is done when every member runs the current spec and is ready, and
 // etcd has the voting members spec.etcd.replicas asks for and no learner.
+// A member down says why (see downMembers).
 func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, applied readiness.Applied) (readiness.Outcome, error) {
 	sts := &appsv1.StatefulSet{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: contract.EtcdName(in.ClusterName())}, sts); err != nil && !applied.Wrote {
@@ -76,6 +78,9 @@ func (Component) Ready(ctx context.Context, c client.Reader, in render.Input, ap
 	}
 	if out, growing := volumesGrowing(in); growing {
 		return resizing(ctx, c, in, out)
+	}
+	if out, down := downMembers(in, sts, time.Now()); down {
+		return out, nil
 	}
 	want := pods(in)
 	st := sts.Status

@@ -93,10 +93,15 @@ func TestTagsCoverTheSupportedVersions(t *testing.T) {
 
 // membership is an answering etcd of the control plane demo with members
 // 0..n-1 as voters, healthy, member 0 leading.
+// Each runs the pod spec of revision demo-etcd-a, which each ran healthy on.
 func membership(n int) *render.EtcdMembership {
-	m := &render.EtcdMembership{Answered: true, Existing: true}
+	m := &render.EtcdMembership{Answered: true, Existing: true, HealthyRevisions: map[string]string{}}
 	for i := range n {
-		m.Members = append(m.Members, render.EtcdMember{Name: podName("demo", i), ID: uint64(0xa0 + i), Healthy: true, Leader: i == 0})
+		m.Members = append(m.Members, render.EtcdMember{
+			Name: podName("demo", i), ID: uint64(0xa0 + i), Healthy: true, Leader: i == 0,
+			Pod: render.EtcdPod{Revision: "demo-etcd-a", Running: true},
+		})
+		m.HealthyRevisions[podName("demo", i)] = "demo-etcd-a"
 	}
 	return m
 }
@@ -117,9 +122,28 @@ func TestNextChange(t *testing.T) {
 	gap := membership(3)
 	gap.Members = slices.Delete(gap.Members, 1, 2)
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	// down: the members' etcd ends by itself on the spec it ran healthy
+	// on, as on a volume whose data was lost.
 	down := func(m *render.EtcdMembership, since time.Duration, members ...int) *render.EtcdMembership {
 		for _, i := range members {
 			m.Members[i].Healthy, m.Members[i].DownSince = false, now.Add(-since)
+			m.Members[i].Pod = render.EtcdPod{Revision: "demo-etcd-a", Waiting: "CrashLoopBackOff", Restarts: 3, Exit: &render.EtcdExit{Code: 2, Reason: "Error"}}
+		}
+		return m
+	}
+	stuck := func(m *render.EtcdMembership, i int) *render.EtcdMembership {
+		m = down(m, time.Hour, i)
+		m.Members[i].Pod.Revision = "demo-etcd-b"
+		return m
+	}
+	elsewhere := func(m *render.EtcdMembership, i int) *render.EtcdMembership {
+		m = down(m, time.Hour, i)
+		m.Members[i].Pod.Exit = &render.EtcdExit{Code: 137, Reason: "OOMKilled"}
+		return m
+	}
+	replaced := func(m *render.EtcdMembership, ago ...time.Duration) *render.EtcdMembership {
+		for _, a := range ago {
+			m.Replacements = append(m.Replacements, render.EtcdReplacement{Member: "demo-etcd-1", At: now.Add(-a)})
 		}
 		return m
 	}
@@ -137,10 +161,22 @@ func TestNextChange(t *testing.T) {
 		"a learner not started":    {replicas: 3, m: learner(membership(1), 1, false)},
 		"a learner before removal": {replicas: 1, m: learner(membership(3), 3, true), want: "promoting member demo-etcd-3 to a voter"},
 		"shrink":                   {replicas: 3, m: membership(5), want: "removing member demo-etcd-4"},
-		"a voter down for long":    {replicas: 3, m: down(membership(3), 2*time.Minute, 1), want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z"},
-		"a voter down for a while": {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
-		"two voters down":          {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3)},
-		"the only voter down":      {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
+		"a voter down for long": {
+			replicas: 3, m: down(membership(3), 2*time.Minute, 1),
+			want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data " +
+				"(its etcd container exited with code 2 (Error))",
+		},
+		"a voter down for a while":             {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
+		"two of three voters down":             {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},
+		"two of five voters down":              {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3), want: "replacing member demo-etcd-1, " + "down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"three of five voters down":            {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 2, 3)},
+		"the only voter down":                  {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
+		"a voter failing on a new spec":        {replicas: 3, m: stuck(membership(3), 2)},
+		"a voter killed for its memory":        {replicas: 3, m: elsewhere(membership(3), 2)},
+		"within the backoff":                   {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 5*time.Minute)},
+		"after the backoff":                    {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 11*time.Minute), want: "replacing member demo-etcd-2, down since 2026-11-23T11:00:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"within the doubled backoff":           {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 2*time.Hour, 15*time.Minute)},
+		"a member replaced as often as it may": {replicas: 3, m: replaced(down(membership(3), 30*time.Hour, 1), 20*time.Hour, 10*time.Hour, 5*time.Hour)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)

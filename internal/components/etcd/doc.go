@@ -64,12 +64,78 @@
 //     leadership over first when it is the one to go; the next pass lowers
 //     the StatefulSet's replicas, and its volume goes with its pod
 //     (persistentVolumeClaimRetentionPolicy whenScaled: Delete);
-//   - a voter down for longer than ReplaceAfter while every other voter is
-//     healthy (never the only one) is replaced: removed from etcd, its
-//     volume and pod deleted, so that the StatefulSet starts it again on an
-//     empty volume and the next pass adds it as a learner. A member whose
-//     volume was lost can never come back on its own: etcd refuses a member
-//     whose log is gone. The replacement is told in a Warning event.
+//   - a voter whose data etcd refuses is replaced (see below): removed from
+//     etcd, its volume and pod deleted, so that the StatefulSet starts it
+//     again on an empty volume and the next pass adds it as a learner. A
+//     member whose volume was lost can never come back on its own: etcd
+//     refuses a member whose log is gone. The replacement is told in a
+//     Warning event.
+//
+// # Replacing a member, and only on evidence
+//
+// A member that is down may be down for many reasons, and deleting its
+// volume is the one step that cannot be undone, so the controller replaces
+// a member only on evidence that its data is what fails, never for being
+// down alone. etcd does not say so in a way the controller can read: etcd
+// exits with code 2 both on a flag it refuses (flag parsing: `invalid
+// value "not-a-number" for flag -snapshot-count`) and on a panic (on an
+// emptied data directory, as the member it was: "tocommit(59) is out of
+// range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?";
+// on an overwritten database: "failed to open database: invalid
+// database"; each tried with etcd 3.6), and with 1 on most other fatal
+// errors, whatever the cause; and its log is text for people. What
+// does tell them apart is what changed. A member's pod runs one revision of
+// the StatefulSet's pod spec (its controller-revision-hash label); the
+// controller records, for each member, the revision it last ran healthy on
+// (answering etcd with a leader), in the annotation
+// HealthyRevisionsAnnotation of the members ConfigMap. Diagnose then tells:
+//
+//   - a member whose pod runs a revision it never ran healthy on (NewSpec)
+//     fails with what it was told to run: new args, image, version. Its
+//     rollout stops there (the StatefulSet updates the highest ordinal
+//     first and waits for each pod to be ready, and the controller starts
+//     no other change while a member is down), EtcdReady says
+//     EtcdRolloutStuck with the member and its container's last words, and
+//     nothing is replaced: correcting the spec, or putting it back, rolls
+//     the member again on its own volume (the StatefulSet deletes a pod of
+//     an older revision before it waits for one to be ready, unless the
+//     MaxUnavailableStatefulSet feature gate, off by default, is on);
+//   - a member whose pod runs the very revision it ran healthy on, and whose
+//     etcd container exits by itself with an error (a code from 1 to 127,
+//     not OOMKilled), again after at least two restarts (Data), fails on
+//     what its volume holds, the one thing that changed: a volume lost or
+//     replaced by an empty one, a database overwritten or corrupt. That
+//     member is replaced;
+//   - anything else (Elsewhere) is no evidence about the data and is left
+//     alone, said in EtcdReady (EtcdMemberDown) once it lasts longer than
+//     ReplaceAfter: a pod without a node (a cordoned or lost node), an image
+//     that does not pull, a container killed by a signal (a failed liveness
+//     probe on a slow disk) or for its memory, an etcd that runs but does
+//     not answer (a slow disk, a cut network). To replace such a member by
+//     hand, delete its claim and pod: it then starts on an empty volume,
+//     which etcd refuses, and that is evidence.
+//
+// The last words are the tail of the container's log, which the kubelet
+// keeps as its termination message (terminationMessagePolicy
+// FallbackToLogsOnError); they are quoted, never acted on. A member never
+// seen healthy on any revision (one down when a controller without this
+// record was upgraded) is NewSpec and is not replaced. An image tag moved
+// under a running control plane is a change the revision does not show.
+//
+// A replacement waits until the member has been down for longer than
+// ReplaceAfter, is made only while the healthy voters are a quorum of all
+// the voters (so etcd accepts the removal and those that stay keep a
+// quorum: never for one member), one at a time (not while a learner
+// catches up), ReplaceBackoff after the one before, doubled for each
+// further replacement within ReplaceWindow, and at most MaxReplacements
+// times per member within ReplaceWindow; beyond that EtcdReady says
+// EtcdReplacementLimit, with a Warning event, until the window frees one or
+// someone removes the record. The replacements are recorded, before each
+// is made (so that none goes uncounted), in the annotation
+// ReplacementsAnnotation of the members ConfigMap: not the status, since
+// neither record can be observed again once lost, and the ConfigMap lives
+// and goes with the etcd it describes; every write of a record is refused
+// when the ConfigMap changed since it was read.
 //
 // # Databases
 //

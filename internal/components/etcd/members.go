@@ -116,6 +116,13 @@ func membersConfigMap(in render.Input) *corev1.ConfigMap {
 // health etcd reports through its pods when one answers, otherwise what the
 // members ConfigMap last recorded; nil before etcd runs.
 func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Input, etcdPods []corev1.Pod) (*render.EtcdMembership, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm)
+	if apierrors.IsNotFound(err) {
+		cm = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read the etcd members ConfigMap: %w", err)
+	}
 	cluster := types.NamespacedName{Namespace: in.Namespace(), Name: in.ClusterName()}
 	if t, err := PodsTarget(ctx, r, cluster, etcdPods); err == nil && len(t.Endpoints) > 0 {
 		o, err := c.Observe(ctx, t)
@@ -124,11 +131,14 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 		}
 		if o.MembersErr == nil && len(o.Members) > 0 {
 			m := MembershipOf(o, t.Names, peerNames(in))
-			downSince(m, etcdPods)
+			withPods(m, etcdPods)
+			if cm != nil {
+				m.HealthyRevisions, m.Replacements = records(cm)
+			}
 			return m, nil
 		}
 	}
-	return recorded(ctx, r, in)
+	return recorded(cm), nil
 }
 
 // peerNames maps the peer URL of each member a control plane may have to its
@@ -194,13 +204,15 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	return m
 }
 
-// downSince records when each member's pod turned not ready.
-func downSince(m *render.EtcdMembership, etcdPods []corev1.Pod) {
+// withPods records what each member's pod shows, and when it turned not
+// ready.
+func withPods(m *render.EtcdMembership, etcdPods []corev1.Pod) {
 	for i := range m.Members {
 		for _, p := range etcdPods {
 			if p.Name != m.Members[i].Name {
 				continue
 			}
+			m.Members[i].Pod = podFacts(&p)
 			since := p.CreationTimestamp.Time
 			for _, c := range p.Status.Conditions {
 				if c.Type == corev1.PodReady {
@@ -216,16 +228,11 @@ func downSince(m *render.EtcdMembership, etcdPods []corev1.Pod) {
 	}
 }
 
-// recorded is the membership the members ConfigMap records, of unknown
+// recorded is the membership the members ConfigMap cm records, of unknown
 // health; nil when there is none.
-func recorded(ctx context.Context, r client.Reader, in render.Input) (*render.EtcdMembership, error) {
-	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the etcd members ConfigMap: %w", err)
+func recorded(cm *corev1.ConfigMap) *render.EtcdMembership {
+	if cm == nil {
+		return nil
 	}
 	m := &render.EtcdMembership{Existing: Existing(cm)}
 	for entry := range strings.SplitSeq(cm.Data[initialClusterEnv], ",") {
@@ -234,9 +241,9 @@ func recorded(ctx context.Context, r client.Reader, in render.Input) (*render.Et
 		}
 	}
 	if len(m.Members) == 0 {
-		return nil, nil
+		return nil
 	}
-	return m, nil
+	return m
 }
 
 // Existing is whether the members ConfigMap records the members of a

@@ -40,10 +40,16 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	if err != nil {
 		return readiness.Outcome{}, fmt.Errorf("read the etcd StatefulSet: %w", err)
 	}
+	// Recorded before anything else, so that what a member ran healthy on is
+	// known whatever the pass goes on to do.
+	if err := c.recordHealthy(ctx, r, in); err != nil {
+		return readiness.Outcome{}, err
+	}
 	if out, acted, err := c.growVolumes(ctx, r, in, live); acted || err != nil {
 		return out, err
 	}
-	next, changes := NextChange(in, time.Now())
+	now := time.Now()
+	next, changes := NextChange(in, now)
 	rollout, err := startsRollout(live, statefulSet(in))
 	if err != nil {
 		return readiness.Outcome{}, err
@@ -81,7 +87,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	case !changes || c.Clients == nil:
 		return readiness.Ready(""), nil
 	}
-	return c.make(ctx, r, in, next)
+	return c.make(ctx, r, in, next, now)
 }
 
 func poll(out readiness.Outcome) readiness.Outcome {
@@ -121,11 +127,11 @@ const (
 	Replace
 )
 
-// ReplaceAfter is how long a voting member may stay down (its pod not
-// ready, etcd not hearing from it) before it is replaced: long enough for a
-// restart or a rollout to bring a member back, short enough that a member
-// whose volume was lost, which can never come back, does not leave the
-// cluster one failure from losing its quorum for long.
+// ReplaceAfter is how long a voting member whose data etcd refuses (see
+// Diagnose) stays down before it is replaced: long enough for a restart to
+// bring a member back, short enough that a member whose volume was lost,
+// which can never come back, does not leave the cluster one failure from
+// losing its quorum for long.
 const ReplaceAfter = time.Minute
 
 // Change is one membership change: a member to add, promote or remove.
@@ -135,6 +141,8 @@ type Change struct {
 	Name string
 	// Member is the member to promote or remove.
 	Member render.EtcdMember
+	// Why says why a member is replaced: what its pod says.
+	Why string
 }
 
 func (c Change) String() string {
@@ -144,7 +152,8 @@ func (c Change) String() string {
 	case Promote:
 		return "promoting member " + c.Name + " to a voter"
 	case Replace:
-		return fmt.Sprintf("replacing member %s, down since %s", c.Name, c.Member.DownSince.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("replacing member %s, down since %s on the pod spec it ran healthy on, as its etcd refuses its data (%s)",
+			c.Name, c.Member.DownSince.UTC().Format(time.RFC3339), c.Why)
 	default:
 		return "removing member " + c.Name
 	}
@@ -153,9 +162,8 @@ func (c Change) String() string {
 // NextChange is the next step from etcd's membership towards the members
 // spec.etcd.replicas asks for, one change at a time: a learner that answers
 // is promoted (etcd refuses while it lags behind the leader); with no
-// learner, a voter down for longer than ReplaceAfter while every other voter
-// is healthy is replaced (never the last one, whose data is the only copy);
-// otherwise a member is added as a learner, on the lowest free ordinal, or
+// learner, a voter whose data etcd refuses is replaced, when that may be
+// done (see replacement); otherwise a member is added as a learner, on the lowest free ordinal, or
 // the member of the highest ordinal is removed, so that the StatefulSet
 // then runs or deletes its pod. A learner that does not answer yet is no
 // change: its pod has to start first.
@@ -177,8 +185,8 @@ func NextChange(in render.Input, now time.Time) (Change, bool) {
 		}
 		return Change{}, false
 	}
-	if down, ok := replaceable(voters, now); ok {
-		return Change{Kind: Replace, Name: down.Name, Member: down}, true
+	if down, why, ok := replacement(m, voters, now); ok {
+		return Change{Kind: Replace, Name: down.Name, Member: down, Why: why}, true
 	}
 	want := int(Replicas(in.ControlPlane))
 	switch {
@@ -195,28 +203,22 @@ func NextChange(in render.Input, now time.Time) (Change, bool) {
 	return Change{}, false
 }
 
-// replaceable is the one voter down for longer than ReplaceAfter, when
-// every other voter is healthy: removing it then keeps the quorum.
-func replaceable(voters []render.EtcdMember, now time.Time) (render.EtcdMember, bool) {
-	var down []render.EtcdMember
-	for _, v := range voters {
-		if !v.Healthy {
-			down = append(down, v)
-		}
-	}
-	if len(voters) < 2 || len(down) != 1 {
-		return render.EtcdMember{}, false
-	}
-	d := down[0]
-	return d, !d.DownSince.IsZero() && now.Sub(d.DownSince) > ReplaceAfter
-}
-
 // make makes a change through the leader and ends the pass, which the next
 // one observes.
-func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change) (readiness.Outcome, error) {
+func (c Component) make(ctx context.Context, r client.Reader, in render.Input, next Change, now time.Time) (readiness.Outcome, error) {
 	t, err := c.target(ctx, r, in)
 	if err != nil {
 		return readiness.Outcome{}, err
+	}
+	if next.Kind == Replace {
+		err := c.recordReplacement(ctx, r, in, next.Name, now)
+		if apierrors.IsConflict(err) {
+			// The record changed since this pass read it: the next one decides again.
+			return poll(readiness.Waiting(v1alpha1.EtcdMemberDownReason, "%s: the record of replacements changed meanwhile", next)), nil
+		}
+		if err != nil {
+			return readiness.Outcome{}, err
+		}
 	}
 	out, err := c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
 	if err != nil || next.Kind != Replace || out.Reason != v1alpha1.EtcdMemberReplacedReason {
@@ -276,7 +278,7 @@ func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, 
 	case next.Kind == Replace:
 		// A bad situation, told in a Warning event.
 		return readiness.Problem(v1alpha1.EtcdMemberReplacedReason,
-			"%s (longer than %s): removed it from etcd; its pod and volume are deleted and it comes back as a new member", next, ReplaceAfter), nil
+			"%s: removed it from etcd; its pod and volume are deleted and it comes back as a new member", next), nil
 	}
 	return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s", next)), nil
 }

@@ -75,6 +75,9 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	c.ReadinessProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 3)
 	c.LivenessProbe = render.Probe("/livez", metricsPort, corev1.URISchemeHTTP, 8)
 	c.StartupProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 60)
+	// The tail of its log becomes its termination message when etcd fails,
+	// so that the controller can tell why a member is down (see Diagnose).
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount}}
 
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.EtcdComponent))}

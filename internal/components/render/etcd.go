@@ -22,6 +22,43 @@ type EtcdMember struct {
 	// holds data (the rest a defragmentation frees), Quota its backend
 	// quota; zero when it did not answer.
 	DBSize, DBSizeInUse, Quota int64
+	// Pod is what its pod shows; zero when it has none.
+	Pod EtcdPod
+}
+
+// EtcdPod is what a member's pod shows of the member: the spec it runs and
+// how its etcd container fares, from which the controller tells why a
+// member is down.
+type EtcdPod struct {
+	// Revision is the StatefulSet revision of the pod's spec (its
+	// controller-revision-hash label).
+	Revision string
+	// Running tells that its etcd container runs.
+	Running bool
+	// Waiting is why the container does not run, when it does not: the
+	// reason of a pod without a node (Unschedulable), or the container's
+	// waiting reason (CrashLoopBackOff, ImagePullBackOff, ...); Message is
+	// what the scheduler or the kubelet said with it.
+	Waiting, Message string
+	// Restarts counts the restarts of its etcd container.
+	Restarts int32
+	// Exit is how its etcd container last ended; nil when it never did.
+	Exit *EtcdExit
+}
+
+// EtcdExit is how an etcd container ended.
+type EtcdExit struct {
+	// Code is its exit code: from 128 on, a signal killed it.
+	Code int32
+	// Reason is the kubelet's (Error, OOMKilled, ...), Message the
+	// container's last words (the tail of its log).
+	Reason, Message string
+}
+
+// EtcdReplacement is a member the controller replaced, and when.
+type EtcdReplacement struct {
+	Member string    `json:"member"`
+	At     time.Time `json:"at"`
 }
 
 // EtcdMembership is the membership of a running etcd. It decides the pods
@@ -44,4 +81,10 @@ type EtcdMembership struct {
 	// OnlyFull tells that every problem is of a full database: a NOSPACE
 	// alarm, or a database at its quota (true when there is none).
 	OnlyFull bool
+	// HealthyRevisions are the revisions of the pod spec each member last ran
+	// healthy on, as the controller recorded them.
+	HealthyRevisions map[string]string
+	// Replacements are the replacements the controller recorded, oldest
+	// first.
+	Replacements []EtcdReplacement
 }
