@@ -26,10 +26,18 @@ func TestAllows(t *testing.T) {
 		{"another Secret", []gatewayv1beta1.ReferenceGrantFrom{hcps}, []gatewayv1beta1.ReferenceGrantTo{refgrantTo("", "Secret", "other")}, "tenant-a", false},
 		{"another kind", []gatewayv1beta1.ReferenceGrantFrom{hcps}, []gatewayv1beta1.ReferenceGrantTo{refgrantTo("", "ConfigMap", "s3")}, "tenant-a", false},
 		{"another group", []gatewayv1beta1.ReferenceGrantFrom{hcps}, []gatewayv1beta1.ReferenceGrantTo{refgrantTo("example.com", "Secret", "s3")}, "tenant-a", false},
-		{"routes, not control planes", []gatewayv1beta1.ReferenceGrantFrom{{Group: "gateway.networking.k8s.io", Kind: "TLSRoute", Namespace: "tenant-a"}},
-			[]gatewayv1beta1.ReferenceGrantTo{secret}, "tenant-a", false},
-		{"one of several entries", []gatewayv1beta1.ReferenceGrantFrom{{Group: "gateway.networking.k8s.io", Kind: "TLSRoute", Namespace: "tenant-a"}, hcps},
-			[]gatewayv1beta1.ReferenceGrantTo{refgrantTo("", "ConfigMap", ""), secret}, "tenant-a", true},
+		{
+			"routes, not control planes",
+			[]gatewayv1beta1.ReferenceGrantFrom{{Group: "gateway.networking.k8s.io", Kind: "TLSRoute", Namespace: "tenant-a"}},
+			[]gatewayv1beta1.ReferenceGrantTo{secret},
+			"tenant-a", false,
+		},
+		{
+			"one of several entries",
+			[]gatewayv1beta1.ReferenceGrantFrom{{Group: "gateway.networking.k8s.io", Kind: "TLSRoute", Namespace: "tenant-a"}, hcps},
+			[]gatewayv1beta1.ReferenceGrantTo{refgrantTo("", "ConfigMap", ""), secret},
+			"tenant-a", true,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &gatewayv1beta1.ReferenceGrantSpec{From: tc.from, To: tc.to}

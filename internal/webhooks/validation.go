@@ -250,8 +250,11 @@ func validateSecretKeys(path *field.Path, s *v1alpha1.EtcdBackupSecret) field.Er
 		value    *string
 		fallback string
 	}{
-		{"accessKeyIDKey", s.AccessKeyIDKey, "accessKeyID"}, {"secretAccessKeyKey", s.SecretAccessKeyKey, "secretAccessKey"},
-		{"hostKey", s.HostKey, "host"}, {"regionKey", s.RegionKey, "region"}, {"bucketKey", s.BucketKey, "bucket"},
+		{"accessKeyIDKey", s.AccessKeyIDKey, "accessKeyID"},
+		{"secretAccessKeyKey", s.SecretAccessKeyKey, "secretAccessKey"},
+		{"hostKey", s.HostKey, "host"},
+		{"regionKey", s.RegionKey, "region"},
+		{"bucketKey", s.BucketKey, "bucket"},
 		{"caKey", s.CAKey, "ca.crt"},
 	}
 	var errs field.ErrorList

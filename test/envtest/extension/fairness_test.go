@@ -124,7 +124,7 @@ func TestBackupsServeTenantsInTurn(t *testing.T) {
 func snapshotStart(t *testing.T, key string) time.Time {
 	t.Helper()
 	base := key[strings.LastIndex(key, "/")+1:]
-	at, err := time.Parse("20060102T150405.000Z", base[:strings.Index(base, "-rev")])
+	at, err := time.Parse("20060102T150405.000Z", strings.SplitN(base, "-rev", 2)[0])
 	require.NoError(t, err, key)
 	return at
 }

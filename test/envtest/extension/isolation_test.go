@@ -99,10 +99,11 @@ func tenantControlPlane(t *testing.T, tenant client.Client, ns, name string, cha
 	return hcp, tenant.Create(ctx, hcp)
 }
 
-// waitReason waits until condition has reason on the control plane, and
-// returns its message.
-func waitReason(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition, reason string) string {
+// waitRefused waits until condition says RefNotPermitted on the control
+// plane, and returns its message.
+func waitRefused(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition string) string {
 	t.Helper()
+	reason := v1alpha1.RefNotPermittedReason
 	var msg string
 	eventually(t, time.Minute, condition+" "+reason+" on "+hcp.Name, func() error {
 		got := &v1alpha1.HostedControlPlane{}
@@ -213,7 +214,7 @@ func TestTenantIsolation(t *testing.T) {
 		})
 		require.NoError(t, err, "admitted: the grant may come later")
 		askForSnapshot(t, client.ObjectKeyFromObject(hcp))
-		msg := waitReason(t, hcp, v1alpha1.BackupReadyCondition, v1alpha1.RefNotPermittedReason)
+		msg := waitRefused(t, hcp, v1alpha1.BackupReadyCondition)
 		assert.Equal(t, fmt.Sprintf("spec.etcd.backup.secret: Secret %[1]s/victim-ca is in another namespace, and no ReferenceGrant there allows HostedControlPlanes of namespace %[2]s to use it: "+
 			`the owner of namespace %[1]s grants it with a ReferenceGrant whose from has group controlplane.cluster.x-k8s.io, kind HostedControlPlane, namespace %[2]s and whose to has group "", kind Secret (name victim-ca, or none for every one)`,
 			victimNS, tenantNS), msg)
@@ -226,7 +227,7 @@ func TestTenantIsolation(t *testing.T) {
 		require.NoError(t, err)
 		askForSnapshot(t, client.ObjectKeyFromObject(missing))
 		assert.Equal(t, strings.ReplaceAll(msg, "victim-ca", "does-not-exist"),
-			waitReason(t, missing, v1alpha1.BackupReadyCondition, v1alpha1.RefNotPermittedReason))
+			waitRefused(t, missing, v1alpha1.BackupReadyCondition))
 	})
 
 	t.Run("another namespace's etcd copied", func(t *testing.T) {
@@ -234,7 +235,7 @@ func TestTenantIsolation(t *testing.T) {
 			h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot, FromCluster: victimNS + "/victim"}
 		})
 		require.NoError(t, err)
-		assert.Contains(t, waitReason(t, from, v1alpha1.EtcdRestoredCondition, v1alpha1.RefNotPermittedReason),
+		assert.Contains(t, waitRefused(t, from, v1alpha1.EtcdRestoredCondition),
 			fmt.Sprintf("the snapshots of Cluster %[1]s/victim: Cluster %[1]s/victim is in another namespace, and no ReferenceGrant there allows HostedControlPlanes of namespace %[2]s", victimNS, tenantNS))
 		noRestoreSecret(t, tenantNS, "copy")
 
@@ -242,7 +243,7 @@ func TestTenantIsolation(t *testing.T) {
 			h.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: victimKey}
 		})
 		require.NoError(t, err)
-		assert.Contains(t, waitReason(t, byKey, v1alpha1.EtcdRestoredCondition, v1alpha1.RefNotPermittedReason), "Cluster "+victimNS+"/victim is in another namespace")
+		assert.Contains(t, waitRefused(t, byKey, v1alpha1.EtcdRestoredCondition), "Cluster "+victimNS+"/victim is in another namespace")
 		noRestoreSecret(t, tenantNS, "copy-key")
 
 		outside, err := tenantControlPlane(t, tenant, tenantNS, "outside", func(h *v1alpha1.HostedControlPlane) {
@@ -250,7 +251,7 @@ func TestTenantIsolation(t *testing.T) {
 		})
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprintf(`etcd does not start until its snapshot is found: snapshot elsewhere/%s/outside/20260102T030405.000Z-rev1.db is not a snapshot of a cluster's folder under the bucket prefix that key "bucket" of backup Secret %s/s3 names`, tenantNS, tenantNS),
-			waitReason(t, outside, v1alpha1.EtcdRestoredCondition, v1alpha1.RefNotPermittedReason))
+			waitRefused(t, outside, v1alpha1.EtcdRestoredCondition))
 		noRestoreSecret(t, tenantNS, "outside")
 	})
 
@@ -264,7 +265,7 @@ func TestTenantIsolation(t *testing.T) {
 
 	t.Run("another namespace's snapshot restored in place", func(t *testing.T) {
 		annotate(t, tenant, own, v1alpha1.RestoreEtcdAnnotation, victimKey)
-		assert.Contains(t, waitReason(t, own, v1alpha1.EtcdRestoredCondition, v1alpha1.RefNotPermittedReason),
+		assert.Contains(t, waitRefused(t, own, v1alpha1.EtcdRestoredCondition),
 			"etcd is not restored in place, and nothing was stopped: the snapshots of Cluster "+victimNS+"/victim")
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(own), own))
 		assert.Nil(t, own.Status.Etcd.Restoring, "no restore under way")
@@ -283,13 +284,13 @@ func TestTenantIsolation(t *testing.T) {
 			return tenant.Update(ctx, own)
 		}))
 		askForSnapshot(t, client.ObjectKeyFromObject(own))
-		assert.Contains(t, waitReason(t, own, v1alpha1.BackupReadyCondition, v1alpha1.RefNotPermittedReason), "Secret "+platformNS+"/s3 is in another namespace")
+		assert.Contains(t, waitRefused(t, own, v1alpha1.BackupReadyCondition), "Secret "+platformNS+"/s3 is in another namespace")
 		g := grant(t, platformNS, "backups", tenantNS, "Secret", "", "s3")
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(own), own))
 		waitBackedUp(t, client.ObjectKeyFromObject(own), own.Status.Etcd.LastBackupKey, "a snapshot through the granted Secret")
 		require.NoError(t, k8s.Delete(ctx, g))
 		askForSnapshot(t, client.ObjectKeyFromObject(own))
-		waitReason(t, own, v1alpha1.BackupReadyCondition, v1alpha1.RefNotPermittedReason)
+		waitRefused(t, own, v1alpha1.BackupReadyCondition)
 	})
 
 	t.Run("another namespace's snapshots restored with its owner's grant", func(t *testing.T) {
