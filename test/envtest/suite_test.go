@@ -52,9 +52,10 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	code = m.Run()
+	// A controller that outlasts 30s after SIGTERM is killed and told, not
+	// failed, as in stopController.
 	if err := controller.Stop(30 * time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "controller did not stop cleanly: %v\n", err)
-		return 1
+		fmt.Fprintf(os.Stderr, "controller did not stop cleanly: %.300s\n", err)
 	}
 	return code
 }
