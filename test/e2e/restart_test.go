@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/provider"
@@ -65,6 +66,9 @@ func TestControllerKilledWhileProvisioning(t *testing.T) {
 				o := item.(client.Object)
 				if o.GetName() == "kube-root-ca.crt" {
 					continue
+				}
+				if _, secret := o.(*corev1.Secret); secret && o.GetName() == contract.EncryptionSecretName(key.Name) {
+					continue // owned by nobody, so that it can outlive the control plane (Encryption at rest)
 				}
 				owners := o.GetOwnerReferences()
 				if _, issued := o.GetAnnotations()[cmv1.CertificateNameKey]; issued {
