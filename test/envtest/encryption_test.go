@@ -80,6 +80,17 @@ func TestEncryptionAtRest(t *testing.T) {
 	assert.Contains(t, seen, page, "EncryptionReady counted the pages")
 	assert.Contains(t, c.Message, "every Secret stored before was rewritten with it")
 
+	// Cluster API's patch helper writes the conditions before the rest of
+	// the status.
+	waitFor(t, "status.encryption says what was rewritten", func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		if e := hcp.Status.Encryption; e.RewrittenWith == "" || e.RewrittenWith != e.Key {
+			return fmt.Errorf("status.encryption: %+v", e)
+		}
+		return nil
+	})
 	st := hcp.Status.Encryption
 	assert.Equal(t, encryption.Provider, st.Provider)
 	assert.True(t, strings.HasPrefix(st.Key, "key-"), st.Key)

@@ -114,8 +114,16 @@ func TestEtcdVolumesGrowInPlace(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
-	assert.Equal(t, "2Gi", hcp.Status.Etcd.VolumeSize.String())
+	// The status is written at the end of the pass that changed the args.
+	waitFor(t, "status.etcd.volumeSize follows the claims", func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		if got := hcp.Status.Etcd.VolumeSize; got == nil || got.String() != "2Gi" {
+			return fmt.Errorf("status.etcd.volumeSize is %v", got)
+		}
+		return nil
+	})
 	assert.Equal(t, pods, etcdPodUIDs(t, hcp), "no pod was deleted")
 }
 
