@@ -102,7 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
-		{obj: ciliumNetworkPolicy(), handler: owner},
+		{obj: ciliumNetworkPolicy(), handler: owner, wakesAll: true},
 		// Its controller's status writes change nothing the control planes read.
 		{
 			obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway), cache: gateways,
@@ -165,8 +165,11 @@ type optionalKind struct {
 	// cache holds the kind; the manager's when nil.
 	cache cache.Cache
 	// index is added to that cache before the watch starts.
-	index   *fieldIndex
-	watched bool
+	index *fieldIndex
+	// wakesAll: once the kind is watched, every control plane is passed
+	// over again, as what is rendered depends on whether it exists.
+	wakesAll bool
+	watched  bool
 }
 
 // fieldIndex is an index of a cache: the values of field of each object.
@@ -261,5 +264,13 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 			continue
 		}
 		k.watched = true
+		if k.wakesAll {
+			// A handler added to the control planes' informer is told of
+			// each one it holds.
+			every := source.Kind(w.cache, client.Object(&v1alpha1.HostedControlPlane{}), &handler.EnqueueRequestForObject{})
+			if err := w.controller.Watch(every); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "wake every control plane", "kind", fmt.Sprintf("%T", k.obj))
+			}
+		}
 	}
 }
