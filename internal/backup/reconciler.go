@@ -76,6 +76,8 @@ type Reconciler struct {
 	etcd      *etcd.Checker
 	recorder  events.EventRecorder
 	opts      Options
+	// open makes the store a control plane's snapshots go to.
+	open opener
 	// slots bounds the snapshots taken at once; SetupWithManager makes it.
 	slots *slots
 }
@@ -83,7 +85,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler that reaches etcd through checker's
 // clients.
 func NewReconciler(c client.Client, apiReader client.Reader, checker *etcd.Checker, recorder events.EventRecorder, opts Options) *Reconciler {
-	return &Reconciler{client: c, apiReader: apiReader, etcd: checker, recorder: recorder, opts: opts}
+	return &Reconciler{client: c, apiReader: apiReader, etcd: checker, recorder: recorder, opts: opts, open: openStore}
 }
 
 // SetupWithManager registers the controller. Its own status writes do not
@@ -137,22 +139,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.withoutFinal(ctx, hcp, "the control plane has no Cluster")
 	case cluster == nil || annotations.IsPaused(cluster, hcp):
 		// Neither Cluster API's owner reference nor unpausing changes the
-		// generation: look again later, soon when etcd waits for its restore.
-		if restoring(hcp) {
-			return ctrl.Result{RequeueAfter: min(r.opts.RetryInterval, restorePoll)}, nil
-		}
+		// generation: look again later.
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 	case deleting:
 		return r.final(ctx, hcp, cluster.Name)
-	case restoring(hcp):
-		// Nothing to take a snapshot of before etcd is restored.
-		return r.restore(ctx, hcp, cluster.Name)
-	case hcp.Status.Etcd.Restoring != nil:
-		// Nor while it is restored in place.
-		return r.keepRestoring(ctx, hcp, cluster.Name)
-	}
-	if _, asked := hcp.Annotations[v1alpha1.RestoreEtcdAnnotation]; asked {
-		return r.restoreInPlace(ctx, hcp, cluster.Name)
+	case restorePending(hcp):
+		// Nothing to take a snapshot of before etcd is restored, nor while
+		// it is restored in place: the control plane reconciler does that.
+		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
 	}
 	return r.scheduled(ctx, hcp, cluster.Name)
 }
@@ -348,7 +342,7 @@ type taken struct {
 // at start, verifies it, and applies retention. A snapshot that was stored
 // has a key even when retention then failed (the error).
 func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane, cluster string, start time.Time) (taken, error) {
-	st, err := openStore(ctx, r.apiReader, hcp, hcp.Namespace+"/"+cluster)
+	st, err := r.open(ctx, r.apiReader, hcp, hcp.Namespace+"/"+cluster)
 	if err != nil {
 		return taken{}, err
 	}
@@ -364,7 +358,7 @@ func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane,
 	defer func() { _ = snap.Close() }()
 	key := fmt.Sprintf("%s%s-rev%d.db", st.prefix, start.UTC().Format("20060102T150405.000Z"), snap.Revision)
 	stream := snapshotcheck.Reader(snap)
-	size, err := st.put(ctx, key, stream, r.opts.PartSize)
+	size, err := st.objects.put(ctx, key, stream, r.opts.PartSize)
 	var p *problemError
 	switch {
 	case errors.As(err, &p):
@@ -375,8 +369,8 @@ func (r *Reconciler) take(ctx context.Context, hcp *v1alpha1.HostedControlPlane,
 		// What broke the stream from etcd; the store's failures are problems.
 		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the snapshot stream from %s broke: %v", snap.Endpoint, err)
 	}
-	if stored, err := st.size(ctx, key); err != nil || stored != stream.Size() || size != stream.Size() {
-		_ = st.remove(ctx, key)
+	if stored, _, err := st.objects.size(ctx, key); err != nil || stored != stream.Size() || size != stream.Size() {
+		_ = st.objects.remove(ctx, key)
 		return taken{}, problem(v1alpha1.SnapshotFailedReason, "the store of %s did not keep the %d bytes of %s whole (stored: %d, %v); it was deleted",
 			st.origin, stream.Size(), key, stored, err)
 	}

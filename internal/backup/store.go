@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -32,12 +34,10 @@ const DefaultPartSize = 16 << 20
 // store is the bucket and folder of the snapshots of one control plane, as
 // its backup Secret names them.
 type store struct {
-	client    *minio.Client
-	transport *http.Transport
+	objects objects
 	// origin names the backup Secret and the keys the store's settings came
 	// from: messages name those, never a value.
 	origin origin
-	bucket string
 	// root is the bucket's prefix (after the first "/" of the bucket key),
 	// empty or ending in "/"; every cluster's folder is under it.
 	root string
@@ -46,6 +46,30 @@ type store struct {
 	// ca is the PEM CA the backup Secret trusts for the endpoint, if any.
 	ca []byte
 }
+
+// objects is what this package does with the objects of a bucket. Every
+// error it returns is already explained (a problem, or an error that names
+// the backup Secret and never its values), except what the reader of put
+// ended with, which it returns as it is. s3Bucket is the S3 one; the unit
+// tests keep objects in memory.
+type objects interface {
+	// list is the keys under prefix, in any order.
+	list(ctx context.Context, prefix string) ([]string, error)
+	// put uploads r as key in parts of partSize and returns the stored
+	// size; the upload completes only if r ends without error.
+	put(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error)
+	// size is the stored size of key; exists tells whether there is one,
+	// and a missing bucket is an error.
+	size(ctx context.Context, key string) (size int64, exists bool, err error)
+	remove(ctx context.Context, key string) error
+	// presign is a URL that reads key without credentials until expiry.
+	presign(ctx context.Context, key string, expiry time.Duration) (string, error)
+	close()
+}
+
+// opener makes the store of hcp's backup Secret on the folder of the
+// Cluster named folder (<namespace>/<name>); openStore is the real one.
+type opener func(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControlPlane, folder string) (*store, error)
 
 // origin is where a store's settings come from, for messages.
 type origin struct {
@@ -122,8 +146,8 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 			"%s: key %q holds no S3 endpoint: it must be a host or host:port, without scheme or path", src, src.hostKey)
 	}
 	return &store{
-		client: c, transport: transport, origin: src, bucket: bucket,
-		root: root, prefix: root + folder + "/", ca: ca,
+		objects: &s3Bucket{client: c, transport: transport, origin: src, name: bucket},
+		origin:  src, root: root, prefix: root + folder + "/", ca: ca,
 	}, nil
 }
 
@@ -169,21 +193,28 @@ func (s *store) folderOf(key string) (string, error) {
 // folder is the store's cluster folder, <namespace>/<name>.
 func (s *store) folder() string { return strings.TrimSuffix(strings.TrimPrefix(s.prefix, s.root), "/") }
 
-func (s *store) close() { s.transport.CloseIdleConnections() }
+func (s *store) close() { s.objects.close() }
 
-// put uploads r as key in parts of partSize and returns the stored size.
-// The upload completes only if r ends without error, which it then returns
-// as it is; the store's own failures are explained.
-func (s *store) put(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
+// s3Bucket is a bucket of an S3 endpoint.
+type s3Bucket struct {
+	client    *minio.Client
+	transport *http.Transport
+	origin    origin
+	name      string
+}
+
+func (b *s3Bucket) close() { b.transport.CloseIdleConnections() }
+
+func (b *s3Bucket) put(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
 	in := &tracked{r: r}
-	info, err := s.client.PutObject(ctx, s.bucket, key, in, -1, minio.PutObjectOptions{
+	info, err := b.client.PutObject(ctx, b.name, key, in, -1, minio.PutObjectOptions{
 		PartSize: partSize, ContentType: "application/octet-stream",
 	})
 	switch {
 	case in.err != nil:
 		return 0, in.err
 	case err != nil:
-		return 0, s.explain(err)
+		return 0, b.explain(err)
 	}
 	return info.Size, nil
 }
@@ -202,17 +233,42 @@ func (s *tracked) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// size is the stored size of key.
-func (s *store) size(ctx context.Context, key string) (int64, error) {
-	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
-	if err != nil {
-		return 0, s.explain(err)
+func (b *s3Bucket) size(ctx context.Context, key string) (int64, bool, error) {
+	info, err := b.client.StatObject(ctx, b.name, key, minio.StatObjectOptions{})
+	switch {
+	case err == nil:
+		return info.Size, true, nil
+	case minio.ToErrorResponse(err).Code != minio.NoSuchKey:
+		return 0, false, b.explain(err)
 	}
-	return info.Size, nil
+	// A HEAD answers a missing bucket with the same bare 404.
+	if exists, err := b.client.BucketExists(ctx, b.name); err != nil || !exists {
+		return 0, false, b.explain(cmp.Or(err, error(minio.ErrorResponse{Code: minio.NoSuchBucket})))
+	}
+	return 0, false, nil
 }
 
-func (s *store) remove(ctx context.Context, key string) error {
-	return s.explain(s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}))
+func (b *s3Bucket) remove(ctx context.Context, key string) error {
+	return b.explain(b.client.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{}))
+}
+
+func (b *s3Bucket) list(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	for obj := range b.client.ListObjects(ctx, b.name, minio.ListObjectsOptions{Prefix: prefix}) {
+		if obj.Err != nil {
+			return nil, b.explain(obj.Err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	return keys, nil
+}
+
+func (b *s3Bucket) presign(ctx context.Context, key string, expiry time.Duration) (string, error) {
+	u, err := b.client.PresignedGetObject(ctx, b.name, key, expiry, nil)
+	if err != nil {
+		return "", b.explain(err)
+	}
+	return u.String(), nil
 }
 
 // snapshotName is the name of a snapshot object within a cluster's folder.
@@ -221,13 +277,14 @@ var snapshotName = regexp.MustCompile(`^\d{8}T\d{6}\.\d{3}Z-rev\d+\.db$`)
 // snapshots lists the keys of the cluster's snapshots, oldest first; other
 // objects in its folder are not counted.
 func (s *store) snapshots(ctx context.Context) ([]string, error) {
+	all, err := s.objects.list(ctx, s.prefix)
+	if err != nil {
+		return nil, err
+	}
 	var keys []string
-	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix}) {
-		if obj.Err != nil {
-			return nil, s.explain(obj.Err)
-		}
-		if snapshotName.MatchString(strings.TrimPrefix(obj.Key, s.prefix)) {
-			keys = append(keys, obj.Key)
+	for _, key := range all {
+		if snapshotName.MatchString(strings.TrimPrefix(key, s.prefix)) {
+			keys = append(keys, key)
 		}
 	}
 	slices.Sort(keys)
@@ -246,7 +303,7 @@ func (s *store) keepNewest(ctx context.Context, keep int) ([]string, error) {
 	}
 	old := keys[:len(keys)-keep]
 	for _, key := range old {
-		if err := s.remove(ctx, key); err != nil {
+		if err := s.objects.remove(ctx, key); err != nil {
 			return nil, fmt.Errorf("retention: delete %s: %w", key, err)
 		}
 	}
@@ -257,21 +314,21 @@ func (s *store) keepNewest(ctx context.Context, keep int) ([]string, error) {
 // failed in a user's words. It names the Secret and its keys, never their
 // values: the endpoint, the bucket and the credentials stay out, and so does
 // the text of the store's answer, which may quote them.
-func (s *store) explain(err error) error {
+func (b *s3Bucket) explain(err error) error {
 	if err == nil {
 		return nil
 	}
 	switch code := minio.ToErrorResponse(err).Code; code {
 	case "":
 	case minio.NoSuchBucket:
-		return problem(v1alpha1.BucketNotFoundReason, "the bucket that key %q of %s names does not exist at its endpoint", s.origin.bucketKey, s.origin)
+		return problem(v1alpha1.BucketNotFoundReason, "the bucket that key %q of %s names does not exist at its endpoint", b.origin.bucketKey, b.origin)
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
-		return problem(v1alpha1.CredentialsRefusedReason, "the S3 endpoint refused the credentials of %s (%s)", s.origin, code)
+		return problem(v1alpha1.CredentialsRefusedReason, "the S3 endpoint refused the credentials of %s (%s)", b.origin, code)
 	default:
-		return fmt.Errorf("the S3 endpoint of %s answered %s", s.origin, sanitizeCode(code))
+		return fmt.Errorf("the S3 endpoint of %s answered %s", b.origin, sanitizeCode(code))
 	}
 	if why := netfail.Describe(err); why != "" {
-		return problem(v1alpha1.EndpointUnreachableReason, "the S3 endpoint that key %q of %s names is unreachable: %s", s.origin.hostKey, s.origin, why)
+		return problem(v1alpha1.EndpointUnreachableReason, "the S3 endpoint that key %q of %s names is unreachable: %s", b.origin.hostKey, b.origin, why)
 	}
-	return fmt.Errorf("the S3 request to the endpoint of %s failed", s.origin)
+	return fmt.Errorf("the S3 request to the endpoint of %s failed", b.origin)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
@@ -68,6 +69,8 @@ type Reconciler struct {
 	told toldSituations
 	// rewrites are the rewrites of Secrets under way (see rewriteSecrets).
 	rewrites rewrites
+	// restorer finds the snapshots etcd restores (see restore).
+	restorer restorer
 }
 
 // NewReconciler returns a Reconciler that reads through c, normally backed
@@ -78,8 +81,9 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
-		etcd:    etcd.NewChecker(),
-		applier: &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
+		etcd:     etcd.NewChecker(),
+		restorer: backup.NewRestorer(c, apiReader),
+		applier:  &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
 
@@ -121,6 +125,9 @@ type scope struct {
 	// says another page is due.
 	rewritten *rewrite
 	rewriting bool
+	// soon is how soon the pass asks to come back at the latest, for what
+	// no watch reports; zero when it does not ask.
+	soon time.Duration
 }
 
 // blockedPhase is a phase that ended a pass, and how.
@@ -170,7 +177,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// Stored before anything is created, so nothing can outlive it.
 		return ctrl.Result{}, nil
 	}
-	return r.reconcileNormal(ctx, s)
+	result, err := r.reconcileNormal(ctx, s)
+	if s.soon > 0 && (result.RequeueAfter == 0 || result.RequeueAfter > s.soon) {
+		result.RequeueAfter = s.soon
+	}
+	return result, err
 }
 
 // reconcileNormal observes, keeps the management side phase by phase until
@@ -181,7 +192,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.observe(ctx, s)
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
-	r.recordRestore(s)
+	r.restore(ctx, s)
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server
