@@ -73,34 +73,32 @@
 //
 // # Restore
 //
-// A control plane with spec.etcd.restore takes no snapshot until its etcd
-// was restored. Before etcd first starts (until the members ConfigMap of
-// this control plane records its members as existing, which the control
-// plane reconciler does once etcd answers), this controller resolves the
-// snapshot to one key, once, so that every member restores the same
-// object: "latest" is the newest snapshot of fromCluster's folder (the
-// control plane's own Cluster's by default), a key must exist. It writes
-// the key, a presigned GET URL of it (RestoreURLExpiry, renewed once half
-// of it passed) and the store's CA into the Secret <cluster>-etcd-restore,
-// owned by the control plane. The members read it in their init container
-// (package etcd/restore), so their pods need no S3 credentials and the
-// backup Secret may be in another namespace; until it exists no member
-// starts, so etcd never starts empty. EtcdRestored says what is missing
-// (the backup Secret, the bucket, the snapshot) with a Warning event, or
-// which snapshot the members restore; once etcd answers it turns true and
-// status.etcd.restoredFrom records the key and the revision it names.
+// Restores belong to the control plane reconciler (internal/controller): it
+// alone writes EtcdRestored and status.etcd.restoring and restoredFrom, and
+// this controller takes no snapshot while a restore is pending or under
+// way. What it needs of this package is Restorer, a service that finds
+// the snapshot and hands it to the members, and records nothing in the
+// control plane. (Both controllers once wrote those fields, each at its own
+// steps, and three bugs sat at that hand-off.)
 //
-// The restore-etcd annotation asks for a restore in place of a running
-// control plane. This controller resolves its snapshot ("latest" of the
-// control plane's own folder, or a key) and writes the restore Secret for a
-// new restore ID, with the ID among its keys; then it records
-// status.etcd.restoring and only after that removes the annotation, so a
-// request is never taken twice. A snapshot that cannot be had stops
-// nothing: EtcdRestored says why and it is tried again. While the restore
-// is under way it keeps the URL valid and takes no snapshot; the control
-// plane reconciler stops, restores and starts the control plane, tells
-// each step in EtcdRestored and ends the restore (package etcd). Both
-// controllers own EtcdRestored in their patches, each changing it only at
-// its own steps, so a pass that started from an older copy does not lose
-// its step to the other's.
+// Before etcd first starts from spec.etcd.restore, or for a restore in
+// place, Restorer.Prepare resolves the snapshot to one key, once per
+// restore, so that every member restores the same object: "latest" is the
+// newest snapshot of the folder (fromCluster's, the control plane's own
+// Cluster's by default, and always its own for a restore in place), a key
+// must exist in a folder the control plane may read. It writes the key, a
+// presigned GET URL of it (RestoreURLExpiry, renewed once half of it
+// passed) and the store's CA into the Secret <cluster>-etcd-restore, owned
+// by the control plane, with the restore ID of a restore in place among its
+// keys. The members read it in their init container (package etcd/restore),
+// so their pods need no S3 credentials and the backup Secret may be in
+// another namespace; until it exists no member starts, so etcd never starts
+// empty. Restorer.Restored tells once etcd answered (the members ConfigMap
+// of this control plane records its members as existing) which snapshot
+// spec.etcd.restore restored.
+//
+// The store sits behind a small interface (objects), so what this package
+// decides about snapshots (which one, which may be read, which retention
+// deletes) is unit-tested without a server, and the S3 client against a
+// real one in test/envtest/extension.
 package backup

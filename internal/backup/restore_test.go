@@ -160,15 +160,23 @@ func TestPrepareRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, snapshot, folder, reason, says string
 	}{
-		{"another tenant's key", "hcp/team-b/victim/20261121T030000.000Z-rev7.db", "team-a/prod", v1alpha1.RefNotPermittedReason,
-			"the snapshots of Cluster team-b/victim: "},
+		{
+			"another tenant's key", "hcp/team-b/victim/20261121T030000.000Z-rev7.db", "team-a/prod", v1alpha1.RefNotPermittedReason,
+			"the snapshots of Cluster team-b/victim: ",
+		},
 		{"another tenant's folder", v1alpha1.LatestSnapshot, "team-b/victim", v1alpha1.RefNotPermittedReason, "the snapshots of Cluster team-b/victim: "},
-		{"a key outside the root", "elsewhere/team-a/prod/20261121T030000.000Z-rev1", "team-a/prod", v1alpha1.RefNotPermittedReason,
-			"snapshot elsewhere/team-a/prod/20261121T030000.000Z-rev1 is not a snapshot of a cluster's folder under the bucket prefix"},
-		{"a missing key", "hcp/team-a/prod/20261101T030000.000Z-rev1.db", "team-a/prod", v1alpha1.SnapshotNotFoundReason,
-			"snapshot hcp/team-a/prod/20261101T030000.000Z-rev1.db does not exist in the store of backup Secret team-a/s3"},
-		{"an empty folder", v1alpha1.LatestSnapshot, "team-a/new", v1alpha1.SnapshotNotFoundReason,
-			"no snapshot of Cluster team-a/new in the store of backup Secret team-a/s3"},
+		{
+			"a key outside the root", "elsewhere/team-a/prod/20261121T030000.000Z-rev1", "team-a/prod", v1alpha1.RefNotPermittedReason,
+			"snapshot elsewhere/team-a/prod/20261121T030000.000Z-rev1 is not a snapshot of a cluster's folder under the bucket prefix",
+		},
+		{
+			"a missing key", "hcp/team-a/prod/20261101T030000.000Z-rev1.db", "team-a/prod", v1alpha1.SnapshotNotFoundReason,
+			"snapshot hcp/team-a/prod/20261101T030000.000Z-rev1.db does not exist in the store of backup Secret team-a/s3",
+		},
+		{
+			"an empty folder", v1alpha1.LatestSnapshot, "team-a/new", v1alpha1.SnapshotNotFoundReason,
+			"no snapshot of Cluster team-a/new in the store of backup Secret team-a/s3",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newRestoreFixture(t, objects)

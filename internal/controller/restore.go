@@ -161,7 +161,10 @@ func (r *Reconciler) restoreInPlace(ctx context.Context, s *scope, asked bool) {
 			"the restore Secret of restore %s cannot be written: %v", restoring.ID, err)
 	}
 	if asked || s.in.ControlPlane == nil || !etcd.Restored(s.in) {
-		if c := conditions.Get(s.hcp, v1alpha1.EtcdReadyCondition); c != nil {
+		// EtcdReady tells the restore's steps; what else it waits for is not
+		// the restore's.
+		if c := conditions.Get(s.hcp, v1alpha1.EtcdReadyCondition); c != nil &&
+			(c.Reason == v1alpha1.StoppingForRestoreReason || c.Reason == v1alpha1.RestoringReason) {
 			conditions.Set(s.hcp, metav1.Condition{
 				Type: v1alpha1.EtcdRestoredCondition, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message, ObservedGeneration: s.hcp.Generation,
 			})

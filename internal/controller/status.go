@@ -28,8 +28,7 @@ import (
 // ownedConditions are the conditions this controller writes; on a conflict
 // the patch helper keeps its own.
 func ownedConditions() []string {
-	// EtcdRestored too: the backup controller takes a request to restore in
-	// place, and this controller tells its steps and ends it.
+	// EtcdRestored too: this controller alone drives restores (restore.go).
 	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition}
 	for _, p := range managementPhases(etcd.Component{}) {
 		owned = append(owned, p.condition)

@@ -172,13 +172,13 @@
 // --initial-cluster-token and its membership variables, and the snapshot's
 // key, presigned URL and CA from the Secret <cluster>-etcd-restore as
 // environment variables (a volume would roll the pods each time the URL is
-// renewed). The backup controller writes that Secret (internal/backup);
-// until it does, no member starts. A member that founds the cluster on an
+// renewed). The control plane reconciler has package backup's Restorer
+// write that Secret; until it is written, no member starts. A member that founds the cluster on an
 // empty volume restores the snapshot; any other does nothing. Existing
 // tells from the members ConfigMap whether etcd ever answered.
 //
-// A restore in place (status.etcd.restoring, which the backup controller
-// records for the restore-etcd annotation) goes in steps that observation
+// A restore in place (status.etcd.restoring, which the control plane
+// reconciler records for the restore-etcd annotation) goes in steps that observation
 // alone tells apart, so that a controller restarted midway goes on: while
 // any etcd pod was not started for this restore (its template's
 // EtcdRestoreIDAnnotation names another, StalePods), or the restore Secret

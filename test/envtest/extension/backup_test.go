@@ -24,11 +24,13 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -37,6 +39,8 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 )
 
 // testBucket is the bucket the backup tests store snapshots in.
@@ -66,22 +70,50 @@ func startBackups(t testing.TB, ns string, opts backup.Options) {
 // namespaces, and writes its log to logs.
 func startBackupsIn(t testing.TB, opts backup.Options, logs io.Writer, namespaces ...string) {
 	t.Helper()
+	startManager(t, opts, logs, false, namespaces)
+}
+
+// startControllers runs, as cmd/controller does, the control plane
+// reconciler beside the backup controller, seeing namespaces: the control
+// plane reconciler drives restores, through package backup's Restorer. No
+// cert-manager runs here, and the tests' Clusters have no network, so the
+// reconciler renders nothing: its restores are what is tested.
+func startControllers(t testing.TB, opts backup.Options, logs io.Writer, namespaces ...string) {
+	t.Helper()
+	startManager(t, opts, logs, true, namespaces)
+}
+
+func startManager(t testing.TB, opts backup.Options, logs io.Writer, controlPlanes bool, namespaces []string) {
+	t.Helper()
 	seen := map[string]cache.Config{}
 	for _, ns := range namespaces {
 		seen[ns] = cache.Config{}
 	}
+	cacheOpts := cache.Options{DefaultNamespaces: seen}
+	if controlPlanes {
+		cacheOpts = controller.CacheOptions()
+		cacheOpts.DefaultNamespaces = seen
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: seen},
+		Cache:      cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:     zap.New(zap.WriteTo(logs), zap.UseDevMode(true)),
 	})
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
 	checker := etcd.NewChecker()
+	if controlPlanes {
+		clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()), crcontroller.Options{})
+		require.NoError(t, err)
+		r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(), nil,
+			mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: time.Second}, clusters)
+		require.NoError(t, r.SetupWithManager(mgr))
+		checker = r.EtcdClients()
+	}
 	t.Cleanup(checker.Close)
 	require.NoError(t, backup.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), checker,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), opts).SetupWithManager(mgr))
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })

@@ -184,7 +184,7 @@ func TestTenantIsolation(t *testing.T) {
 		planted = append(planted, string(v))
 	}
 	logs := &lockedBuffer{}
-	startBackupsIn(t, testOptions(10*time.Second), logs, tenantNS, victimNS)
+	startControllers(t, testOptions(10*time.Second), logs, tenantNS, victimNS)
 
 	// The victim backs up its etcd into its own folder.
 	victimDB := startEtcd(t, "victim", victimNS)

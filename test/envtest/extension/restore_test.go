@@ -54,7 +54,7 @@ func TestEtcdRestore(t *testing.T) {
 	writeConfigMaps(t, db, 2000)
 	written, err := db.client(0).Get(ctx, "/registry/configmaps/default/cm-1999")
 	require.NoError(t, err)
-	startBackups(t, ns, testOptions(30*time.Second))
+	startControllers(t, testOptions(30*time.Second), io.Discard, ns)
 	backup := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 
 	// Two snapshots, and the final one of the deletion: latest is the
@@ -202,7 +202,7 @@ func TestEtcdRestoreSaysWhatIsMissing(t *testing.T) {
 	missing := s3.backupSecret(ns, "nobucket")
 	missing.Name = "nobucket"
 	require.NoError(t, k8s.Create(ctx, missing))
-	startBackups(t, ns, testOptions(10*time.Second))
+	startControllers(t, testOptions(10*time.Second), io.Discard, ns)
 	backup := func(secret string) v1alpha1.EtcdBackup {
 		return v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: secret}}
 	}
@@ -306,7 +306,7 @@ func TestRestoreInPlaceIsTakenOnce(t *testing.T) {
 	s3 := startS3(t)
 	require.NoError(t, s3.client.MakeBucket(ctx, testBucket, minio.MakeBucketOptions{}))
 	require.NoError(t, k8s.Create(ctx, s3.backupSecret(ns, testBucket)))
-	startBackups(t, ns, testOptions(5*time.Second))
+	startControllers(t, testOptions(5*time.Second), io.Discard, ns)
 	hcp := backedUpControlPlane(t, ns, "prod", "prod", v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}})
 	ask := func(value string) {
 		t.Helper()
