@@ -68,7 +68,10 @@ type restorer interface {
 }
 
 // restorePoll is how soon a pass comes back while a restore waits for what
-// no watch reports: the store, or the URL's renewal.
+// no watch reports: the store, or the URL's renewal. A pass that ends in a
+// bad situation comes back with controller-runtime's backoff instead, at
+// most 1000 s apart: within the half of backup.RestoreURLExpiry a URL has
+// left when it is due for renewal.
 const restorePoll = 10 * time.Second
 
 // restore drives the restores of a control plane, after its phases: the one

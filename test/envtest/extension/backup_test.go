@@ -128,6 +128,10 @@ func backedUpControlPlane(t testing.TB, ns, cluster, name string, b v1alpha1.Etc
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster}, c); apierrors.IsNotFound(err) {
 		c = &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster}}
 		c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: name}
+		// With a network the control plane reconciler (startControllers)
+		// goes on to wait for certificates, which no cert-manager here
+		// issues, rather than retrying a bad situation with backoff.
+		c.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.96.0.0/12"}
 		require.NoError(t, k8s.Create(ctx, c))
 	}
 	hcp := &v1alpha1.HostedControlPlane{
