@@ -21,8 +21,10 @@
 // at once. Each control plane's schedule is shifted by a fixed offset
 // derived from its name, up to a tenth of the schedule's period and at most
 // five minutes, so many control planes on the same schedule do not all
-// start in the same second. Snapshots come from a follower when there is
-// one, so the leader keeps serving writes.
+// start in the same second. Snapshots come from a follower when one
+// applied the newest revision any member reports, so the leader keeps
+// serving writes and the snapshot holds every write acknowledged before it
+// began; from the leader otherwise.
 //
 // # Fairness
 //
