@@ -178,6 +178,10 @@ const (
 	// RepairedReason is the reason of the event when the controller undid
 	// someone's deletion or edit of an object in the workload cluster.
 	RepairedReason = "Repaired"
+	// RolloutPendingReason is the reason of the event when a newer release
+	// of the controller renders a workload differently and the change waits
+	// for a rollout (see status.rollout).
+	RolloutPendingReason = "RolloutPending"
 	// EtcdVolumesGrowingReason: the members' volumes grow (to
 	// spec.etcd.volumeSize, or by autoGrow); the quota follows once every
 	// one has grown.

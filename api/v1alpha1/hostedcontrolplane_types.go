@@ -78,7 +78,23 @@ type HostedControlPlaneSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Version string `json:"version"`
 
+	// rollout says when the control plane takes what a newer release of the
+	// controller renders differently, which otherwise waits for the next
+	// change of this spec (see status.rollout).
+	// +optional
+	Rollout Rollout `json:"rollout,omitempty,omitzero"`
+
 	ControlPlaneSettings `json:",inline"`
+}
+
+// Rollout asks for a rollout, as KubeadmControlPlane's spec.rollout does.
+type Rollout struct {
+	// after, once reached, rolls every pod of the control plane and of its
+	// workload cluster's add-ons started before it, with what the running
+	// release of the controller renders. A time in the future waits until
+	// then; setting it changes nothing else.
+	// +optional
+	After metav1.Time `json:"after,omitempty,omitzero"`
 }
 
 // HostedControlPlaneStatus is the observed state of a HostedControlPlane, as
@@ -149,6 +165,62 @@ type HostedControlPlaneStatus struct {
 	// Secrets; the EncryptionReady condition says how far it is.
 	// +optional
 	Encryption EncryptionStatus `json:"encryption,omitempty,omitzero"`
+
+	// rollout reports what a newer release of the controller renders
+	// differently from what runs, held until the next rollout the user
+	// starts.
+	// +optional
+	Rollout RolloutStatus `json:"rollout,omitempty,omitzero"`
+}
+
+// RolloutStatus reports the rendering a newer release of the controller
+// holds back: an upgrade of the controller restarts no pod, and what it
+// renders differently for a workload waits for the next change of the spec,
+// spec.rollout.after, or, for a change the release marks as one that must
+// roll, this control plane's turn across the fleet.
+type RolloutStatus struct {
+	// pending are the workloads whose pods the running release renders
+	// differently.
+	// +optional
+	// +listType=map
+	// +listMapKey=object
+	// +kubebuilder:validation:MaxItems=32
+	Pending []PendingRollout `json:"pending,omitempty"`
+}
+
+// PendingRollout is one workload whose new rendering is held back.
+type PendingRollout struct {
+	// object is the workload: its kind and name, and for one in the workload
+	// cluster its namespace (such as "DaemonSet kube-system/kube-proxy").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Object string `json:"object"`
+
+	// changes are the fields of the pod template the new rendering changes,
+	// such as spec.containers[kube-apiserver].args.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=512
+	Changes []string `json:"changes,omitempty"`
+
+	// mustRoll is set when the release marks the change as one that must
+	// roll (a security fix): it rolls when the fleet's turn comes to this
+	// control plane, one control plane at a time.
+	// +optional
+	MustRoll bool `json:"mustRoll,omitempty"`
+
+	// renderedBy and templateHash identify the held rendering (the release
+	// and settings of the controller, and the digest of the pod template),
+	// so that a change of what the pods depend on while it is held, which
+	// rolls them anyway, brings it along.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	RenderedBy string `json:"renderedBy"`
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash"`
 }
 
 // EncryptionStatus reports encryption at rest of the workload cluster's

@@ -24,6 +24,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
@@ -90,6 +91,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	reconciler := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), rendering, cfg.AllowedImageRegistries,
 		mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: 5 * time.Second}, clusters)
+	reconciler.SetMustRollInterval(cfg.MustRollInterval)
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("HostedControlPlane controller: %w", err)
 	}
@@ -119,7 +121,8 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		return fmt.Errorf("readiness check: %w", err)
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
-		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval,
+		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval, "mustRollInterval", cfg.MustRollInterval,
+		"release", contract.Release,
 		"allowedImageRegistries", cfg.AllowedImageRegistries.String())
 	return mgr.Start(ctx)
 }

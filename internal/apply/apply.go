@@ -35,7 +35,13 @@ const (
 	// Restored: the rendering is the one last applied, yet the object
 	// differs from it: someone else edited it, and the edit was undone.
 	Restored
+	// Held: the rendering changed, and the Holder kept the object as it is.
+	Held
 )
+
+// Holder decides whether a change of the rendering of an object that exists
+// waits: current is the object as it is, want what would be applied.
+type Holder func(ctx context.Context, current, want *unstructured.Unstructured) (bool, error)
 
 // ConflictError reports an object of the desired name that someone else
 // owns; it is never overwritten.
@@ -65,6 +71,12 @@ func (a *Applier) Apply(ctx context.Context, desired client.Object) (bool, error
 
 // Sync is Apply that also tells what kind of write it made.
 func (a *Applier) Sync(ctx context.Context, desired client.Object) (Change, error) {
+	return a.SyncHeld(ctx, desired, nil)
+}
+
+// SyncHeld is Sync that asks hold, when the rendering of an object that
+// exists changed, whether the change waits; hold may be nil.
+func (a *Applier) SyncHeld(ctx context.Context, desired client.Object, hold Holder) (Change, error) {
 	want, err := Unstructured(desired)
 	if err != nil {
 		return Unchanged, err
@@ -87,12 +99,29 @@ func (a *Applier) Sync(ctx context.Context, desired client.Object) (Change, erro
 		default:
 			change = Updated
 		}
+		if change == Updated && hold != nil {
+			held, err := hold(ctx, current, want)
+			if err != nil || held {
+				return Held, err
+			}
+		}
 	}
 	err = a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(want), client.FieldOwner(a.Owner), client.ForceOwnership)
 	if err != nil {
 		return Unchanged, fmt.Errorf("apply %s %s: %w", want.GetKind(), want.GetName(), err)
 	}
 	return change, nil
+}
+
+// DryRun is what applying desired would make of the object, as the API
+// server answers a dry run: defaulted, with what others own.
+func (a *Applier) DryRun(ctx context.Context, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	result := want.DeepCopy()
+	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(result), client.FieldOwner(a.Owner), client.ForceOwnership, client.DryRunAll)
+	if err != nil {
+		return nil, fmt.Errorf("dry run apply %s %s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return result, nil
 }
 
 // Delete deletes the object of desired's name if it is ours, and reports

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
 // observe builds the pass's Input once, before anything renders: from the
@@ -31,6 +33,15 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if err != nil {
 		s.held[v1alpha1.ClusterReadyCondition] = readiness.Problem(v1alpha1.ClusterNetworkMissingReason, "%v", err)
 		return
+	}
+	stamp, later, err := rollout.NewStamp(s.hcp, r.settings, time.Now())
+	if err != nil {
+		s.held[v1alpha1.ClusterReadyCondition] = failure(err)
+		return
+	}
+	s.stamp = stamp
+	if !later.IsZero() {
+		s.rollouts.wakeAt(later)
 	}
 	s.held[v1alpha1.ClusterReadyCondition] = readiness.Ready("Cluster " + s.cluster.Name + " is ready")
 	o := render.Observed{Cilium: r.watches.watching(ciliumNetworkPolicy())}

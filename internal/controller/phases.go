@@ -187,11 +187,15 @@ func (r *Reconciler) sync(ctx context.Context, s *scope, on side, condition stri
 	established := prior != nil && (prior.Reason == v1alpha1.ReadyReason || prior.Reason == v1alpha1.ProgressingReason)
 	wrote := false
 	for _, obj := range objs {
-		change, err := on.applier.Sync(ctx, obj)
+		s.stamp.Apply(obj)
+		change, err := on.applier.SyncHeld(ctx, obj, r.holder(s, on))
 		if err != nil {
 			return wrote, err
 		}
-		wrote = wrote || change != apply.Unchanged
+		if change != apply.Held {
+			s.keptWorkload(obj)
+		}
+		wrote = wrote || (change != apply.Unchanged && change != apply.Held)
 		if !on.repairs {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,8 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
+	cfg "github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 )
 
 // Finalizer holds a HostedControlPlane until the Secrets cert-manager issued
@@ -71,6 +74,9 @@ type Reconciler struct {
 	rewrites rewrites
 	// restorer finds the snapshots etcd restores (see restore).
 	restorer restorer
+	// mustRoll hands out the fleet's turns to roll a change a release must
+	// roll (see holder).
+	mustRoll *rollout.Gate
 }
 
 // NewReconciler returns a Reconciler that reads through c, normally backed
@@ -83,6 +89,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
 		etcd:     etcd.NewChecker(),
 		restorer: backup.NewRestorer(c, apiReader),
+		mustRoll: rollout.NewGate(cfg.DefaultMustRollInterval),
 		applier:  &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
@@ -101,6 +108,10 @@ type scope struct {
 	cluster *clusterv1.Cluster
 	// in is the pass's Input, built once by observe and then only read.
 	in render.Input
+	// stamp is what the pass writes on every workload (see rollout).
+	stamp rollout.Stamp
+	// rollouts are the renderings the pass held back.
+	rollouts rollouts
 	// held are outcomes observation decided before anything renders, by
 	// condition: the Cluster's (ClusterReady) and what could not be observed
 	// yet (a missing Gateway holds ExposureReady).
@@ -143,6 +154,9 @@ func (s *scope) answered() bool { return s.probed && s.answer == nil }
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	hcp := &v1alpha1.HostedControlPlane{}
 	if err := r.client.Get(ctx, req.NamespacedName, hcp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.mustRoll.Done(req.String())
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.watches.ensure(ctx)
@@ -178,10 +192,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	result, err := r.reconcileNormal(ctx, s)
+	r.tellPending(s)
 	if s.soon > 0 && (result.RequeueAfter == 0 || result.RequeueAfter > s.soon) {
 		result.RequeueAfter = s.soon
 	}
-	return result, err
+	return s.sooner(result), err
 }
 
 // reconcileNormal observes, keeps the management side phase by phase until

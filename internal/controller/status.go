@@ -191,6 +191,7 @@ func updateStatus(s *scope) {
 	if rw := s.rewritten; rw != nil {
 		st.Encryption.RewrittenWith, st.Encryption.RewrittenAfter = rw.key, rw.after
 	}
+	st.Rollout.Pending = pendingRollouts(s)
 	if s.facts == nil {
 		return // no Input: nothing was observed
 	}

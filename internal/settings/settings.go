@@ -125,7 +125,20 @@ type Controller struct {
 	// AllowedImageRegistries are the registries a control plane's image
 	// overrides may pull from; none means any.
 	AllowedImageRegistries contract.Registries
+	// MustRollInterval is the least time between the starts of two control
+	// planes' rollouts of a change a release must roll (see
+	// internal/rollout): one control plane rolls at a time.
+	MustRollInterval time.Duration
 }
+
+// DefaultMustRollInterval starts a control plane's rollout of a change a
+// release must roll every ten minutes at most: a fleet of a hundred takes
+// a day, and a rollout that breaks one stops there.
+const DefaultMustRollInterval = 10 * time.Minute
+
+// maxMustRollInterval is a week, the most a platform would wait between two
+// control planes for a change that must roll.
+const maxMustRollInterval = 7 * 24 * time.Hour
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
 // in parallel unless MAX_CONCURRENT_RECONCILES says otherwise.
@@ -161,6 +174,8 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		"image of the tunnel that carries a workload cluster's kubernetes Service through the Gateway")
 	src.String(&c.EtcdRestoreImage, "etcd-restore-image", "ETCD_RESTORE_IMAGE", contract.DefaultEtcdRestoreImage,
 		"image of the init container that restores an etcd member from a snapshot (spec.etcd.restore)")
+	src.Duration(&c.MustRollInterval, "must-roll-interval", "MUST_ROLL_INTERVAL", DefaultMustRollInterval,
+		"least time between the starts of two control planes' rollouts of a change a release must roll, one at a time (0 to 168h)")
 	var registries string
 	src.String(&registries, "allowed-image-registries", "ALLOWED_IMAGE_REGISTRIES", "",
 		"comma-separated registries (host[:port][/path]) that image overrides of control planes may pull from; any when empty")
@@ -186,6 +201,9 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	}
 	if c.MaxConcurrentReconciles < 1 || c.MaxConcurrentReconciles > 100 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_RECONCILES/--max-concurrent-reconciles %d: use 1 to 100", c.MaxConcurrentReconciles))
+	}
+	if c.MustRollInterval < 0 || c.MustRollInterval > maxMustRollInterval {
+		errs = append(errs, fmt.Errorf("MUST_ROLL_INTERVAL/--must-roll-interval %s: use 0 to 168h", c.MustRollInterval))
 	}
 	if c.MaxConcurrentBackups < 1 || c.MaxConcurrentBackups > 20 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_BACKUPS/--max-concurrent-backups %d: use 1 to 20", c.MaxConcurrentBackups))
