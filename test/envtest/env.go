@@ -202,6 +202,12 @@ func (e *Env) StartController(binDir string, settings ...string) (*Process, erro
 	if err != nil {
 		return nil, err
 	}
+	return e.StartControllerBinary(bin, settings...)
+}
+
+// StartControllerBinary is StartController with a controller built before,
+// such as another release of it.
+func (e *Env) StartControllerBinary(bin string, settings ...string) (*Process, error) {
 	health, err := FreePort()
 	if err != nil {
 		return nil, err

@@ -15,10 +15,11 @@ import (
 )
 
 // Build compiles the main package pkg (such as ./cmd/controller) of the
-// repository into dir and returns the binary's path.
-func Build(root, pkg, dir string) (string, error) {
+// repository into dir, with more go build flags, and returns the binary's
+// path.
+func Build(root, pkg, dir string, flags ...string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)

@@ -1,0 +1,182 @@
+package envtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
+)
+
+// nextReleaseFlag is the flag the next release's build adds to every
+// component (render.Flags): no real pod runs here, so no binary has to take
+// it.
+const nextReleaseFlag = "--next-release-flag=true"
+
+// buildNextRelease builds the controller as a next release would be: another
+// release stamp, and a rendering that adds nextReleaseFlag to every
+// component's arguments, through a go build overlay of render/pod.go.
+func buildNextRelease(t *testing.T) string {
+	t.Helper()
+	pod := filepath.Join(env.Root, "internal", "components", "render", "pod.go")
+	src, err := os.ReadFile(pod)
+	require.NoError(t, err)
+	const anchor = "\tmerged := maps.Clone(defaults)\n"
+	require.Contains(t, string(src), anchor, "render.Flags changed: point the next release's rendering at it again")
+	dir := t.TempDir()
+	changed := filepath.Join(dir, "pod.go")
+	next := strings.Replace(string(src), anchor, anchor+"\tmerged[\"next-release-flag\"] = \"true\"\n", 1)
+	require.NoError(t, os.WriteFile(changed, []byte(next), 0o600))
+	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{pod: changed}})
+	require.NoError(t, err)
+	overlayFile := filepath.Join(dir, "overlay.json")
+	require.NoError(t, os.WriteFile(overlayFile, overlay, 0o600))
+	bin, err := Build(env.Root, "./cmd/controller", dir, "-overlay", overlayFile,
+		"-ldflags", "-X github.com/hostedcp/cluster-api-provider-hosted/internal/contract.Release=v0.2.0-next")
+	require.NoError(t, err)
+	return bin
+}
+
+// withControllerBinary runs bin as the shared controller until the test
+// ends, as an upgrade of the controller's Deployment would.
+func withControllerBinary(t *testing.T, bin string, settings ...string) {
+	t.Helper()
+	stopController(t)
+	restarted, err := env.StartControllerBinary(bin, settings...)
+	if err != nil {
+		controller, _ = env.StartController(binDir)
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	controller = restarted
+	t.Cleanup(func() {
+		stopController(t)
+		var err error
+		controller, err = env.StartController(binDir)
+		require.NoError(t, err, "start the controller of this build again")
+	})
+}
+
+// workload is one of a control plane's workloads as read: its generation
+// and pod template.
+type workload struct {
+	generation int64
+	template   corev1.PodTemplateSpec
+	args       []string
+}
+
+// workloads reads the four workloads of control plane name in ns.
+func workloads(t *testing.T, ns, name string) map[string]workload {
+	t.Helper()
+	out := map[string]workload{}
+	sts := get(t, &appsv1.StatefulSet{}, ns, name+"-etcd")
+	out["StatefulSet "+sts.Name] = workload{sts.Generation, sts.Spec.Template, sts.Spec.Template.Spec.Containers[0].Args}
+	for _, suffix := range []string{"apiserver", "controller-manager", "scheduler"} {
+		d := get(t, &appsv1.Deployment{}, ns, name+"-"+suffix)
+		out["Deployment "+d.Name] = workload{d.Generation, d.Spec.Template, d.Spec.Template.Spec.Containers[0].Args}
+	}
+	return out
+}
+
+// The controller is upgraded to a release that renders every component
+// differently: no pod template changes, and status.rollout.pending names
+// each workload and the field that would change, in an event too. A
+// spec.rollout.after in the future changes nothing; once reached, the
+// components roll in order with the new rendering, and nothing is pending.
+func TestControllerUpgradeRestartsNoPod(t *testing.T) {
+	_, hcp := readyControlPlane(t, "held", "v1.36.3")
+	ns := hcp.Namespace
+	before := workloads(t, ns, "held")
+	for name, w := range before {
+		require.NotContains(t, w.args, nextReleaseFlag, name)
+	}
+
+	withControllerBinary(t, buildNextRelease(t))
+	waitFor(t, "status.rollout.pending names every workload", func() error {
+		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
+		var got []string
+		for _, p := range hcp.Status.Rollout.Pending {
+			got = append(got, p.Object)
+		}
+		if len(got) != len(before) {
+			return fmt.Errorf("pending %v", got)
+		}
+		return nil
+	})
+	for _, p := range hcp.Status.Rollout.Pending {
+		require.Contains(t, before, p.Object)
+		containers := map[string][]string{
+			"StatefulSet held-etcd": {"etcd"}, "Deployment held-apiserver": {"konnectivity-server", "kube-apiserver"},
+			"Deployment held-controller-manager": {"kube-controller-manager"}, "Deployment held-scheduler": {"kube-scheduler"},
+		}[p.Object]
+		var changes []string
+		for _, c := range containers {
+			changes = append(changes, "spec.containers["+c+"].args")
+		}
+		assert.Equal(t, changes, p.Changes, p.Object)
+		assert.False(t, p.MustRoll, p.Object)
+		assert.True(t, strings.HasPrefix(p.RenderedBy, "v0.2.0-next+"), p.RenderedBy)
+	}
+	events := &corev1.EventList{}
+	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(ns)))
+	assert.True(t, slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == v1alpha1.RolloutPendingReason && e.Type == corev1.EventTypeNormal &&
+			strings.Contains(e.Message, "Deployment held-apiserver (spec.containers[konnectivity-server].args, spec.containers[kube-apiserver].args)")
+	}), "a RolloutPending event names what is held")
+	assert.Equal(t, before, workloads(t, ns, "held"), "no pod template changed")
+
+	// A rollout asked for later changes nothing yet.
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Rollout.After = metav1.NewTime(time.Now().Add(time.Hour))
+	}))
+	waitFor(t, "the controller saw the rollout asked for later", func() error {
+		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
+		if hcp.Status.ObservedGeneration != hcp.Generation {
+			return fmt.Errorf("observed generation %d of %d", hcp.Status.ObservedGeneration, hcp.Generation)
+		}
+		return nil
+	})
+	assert.Len(t, hcp.Status.Rollout.Pending, len(before))
+	assert.Equal(t, before, workloads(t, ns, "held"), "a rollout after an hour changed a pod template")
+
+	// Reached, it rolls etcd, then the API servers, then the controllers.
+	after := time.Now().Truncate(time.Second)
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Rollout.After = metav1.NewTime(after) }))
+	rolled := func(kind, name string) {
+		waitFor(t, kind+" "+name+" rolls with the new rendering", func() error {
+			w := workloads(t, ns, "held")[kind+" "+name]
+			if !slices.Contains(w.args, nextReleaseFlag) {
+				return fmt.Errorf("args %v", w.args)
+			}
+			if got := w.template.Annotations[rollout.RestartedAtAnnotation]; got != after.UTC().Format(time.RFC3339) {
+				return fmt.Errorf("restarted-at %q", got)
+			}
+			return nil
+		})
+	}
+	rolled("StatefulSet", "held-etcd")
+	rollOutStatefulSet(t, ns, "held-etcd")
+	rolled("Deployment", "held-apiserver")
+	rollOutDeployment(t, ns, "held-apiserver")
+	rolled("Deployment", "held-controller-manager")
+	rolled("Deployment", "held-scheduler")
+	waitFor(t, "nothing is pending", func() error {
+		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
+		if p := hcp.Status.Rollout.Pending; len(p) > 0 {
+			return fmt.Errorf("pending %v", p)
+		}
+		return nil
+	})
+}
