@@ -28,19 +28,27 @@ const nextReleaseFlag = "--next-release-flag=true"
 
 // buildNextRelease builds the controller as a next release would be: another
 // release stamp, and a rendering that adds nextReleaseFlag to every
-// component's arguments, through a go build overlay of render/pod.go.
-func buildNextRelease(t *testing.T) string {
+// component's arguments, through a go build overlay of render/pod.go; with
+// mustRoll, the release also raises contract.RenderingLevel.
+func buildNextRelease(t *testing.T, mustRoll bool) string {
 	t.Helper()
-	pod := filepath.Join(env.Root, "internal", "components", "render", "pod.go")
-	src, err := os.ReadFile(pod)
-	require.NoError(t, err)
-	const anchor = "\tmerged := maps.Clone(defaults)\n"
-	require.Contains(t, string(src), anchor, "render.Flags changed: point the next release's rendering at it again")
 	dir := t.TempDir()
-	changed := filepath.Join(dir, "pod.go")
-	next := strings.Replace(string(src), anchor, anchor+"\tmerged[\"next-release-flag\"] = \"true\"\n", 1)
-	require.NoError(t, os.WriteFile(changed, []byte(next), 0o600))
-	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{pod: changed}})
+	replace := map[string]string{}
+	edit := func(file, anchor, with string) {
+		path := filepath.Join(env.Root, file)
+		src, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Contains(t, string(src), anchor, "%s changed: point the next release's build at it again", file)
+		changed := filepath.Join(dir, filepath.Base(file))
+		require.NoError(t, os.WriteFile(changed, []byte(strings.Replace(string(src), anchor, with, 1)), 0o600))
+		replace[path] = changed
+	}
+	const anchor = "\tmerged := maps.Clone(defaults)\n"
+	edit("internal/components/render/pod.go", anchor, anchor+"\tmerged[\"next-release-flag\"] = \"true\"\n")
+	if mustRoll {
+		edit("internal/contract/release.go", "const RenderingLevel = 0\n", "const RenderingLevel = 1\n")
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
 	require.NoError(t, err)
 	overlayFile := filepath.Join(dir, "overlay.json")
 	require.NoError(t, os.WriteFile(overlayFile, overlay, 0o600))
@@ -103,7 +111,7 @@ func TestControllerUpgradeRestartsNoPod(t *testing.T) {
 		require.NotContains(t, w.args, nextReleaseFlag, name)
 	}
 
-	withControllerBinary(t, buildNextRelease(t))
+	withControllerBinary(t, buildNextRelease(t, false))
 	waitFor(t, "status.rollout.pending names every workload", func() error {
 		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
 		var got []string
@@ -176,6 +184,71 @@ func TestControllerUpgradeRestartsNoPod(t *testing.T) {
 		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
 		if p := hcp.Status.Rollout.Pending; len(p) > 0 {
 			return fmt.Errorf("pending %v", p)
+		}
+		return nil
+	})
+}
+
+// A release marks its change as one that must roll: control planes roll
+// without being asked, one at a time. The second waits while the first
+// rolls out, and follows once the first is done.
+func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
+	_, one := readyControlPlane(t, "must-a", "v1.36.3")
+	_, two := readyControlPlane(t, "must-b", "v1.36.3")
+	withControllerBinary(t, buildNextRelease(t, true), "MUST_ROLL_INTERVAL=0s")
+
+	rolledEtcd := func(hcp *v1alpha1.HostedControlPlane) bool {
+		return slices.Contains(workloads(t, hcp.Namespace, hcp.Name)["StatefulSet "+hcp.Name+"-etcd"].args, nextReleaseFlag)
+	}
+	var first, second *v1alpha1.HostedControlPlane
+	waitFor(t, "one control plane takes the turn", func() error {
+		switch a, b := rolledEtcd(one), rolledEtcd(two); {
+		case a && b:
+			t.Fatal("both control planes roll at once")
+		case a:
+			first, second = one, two
+		case b:
+			first, second = two, one
+		default:
+			return fmt.Errorf("neither rolls")
+		}
+		return nil
+	})
+	waitFor(t, "the other waits for its turn", func() error {
+		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(second), second))
+		for _, p := range second.Status.Rollout.Pending {
+			if p.Object == "StatefulSet "+second.Name+"-etcd" && p.MustRoll {
+				return nil
+			}
+		}
+		return fmt.Errorf("pending %+v", second.Status.Rollout.Pending)
+	})
+	assert.False(t, rolledEtcd(second), "the second waits while the first rolls")
+
+	ns := first.Namespace
+	rollOutStatefulSet(t, ns, first.Name+"-etcd")
+	waitFor(t, "the first's API servers roll", func() error {
+		if !slices.Contains(workloads(t, ns, first.Name)["Deployment "+first.Name+"-apiserver"].args, nextReleaseFlag) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	assert.False(t, rolledEtcd(second), "the second waits until the first is done")
+	rollOutDeployment(t, ns, first.Name+"-apiserver")
+	waitFor(t, "the first's controllers roll", func() error {
+		w := workloads(t, ns, first.Name)
+		for _, name := range []string{"controller-manager", "scheduler"} {
+			if !slices.Contains(w["Deployment "+first.Name+"-"+name].args, nextReleaseFlag) {
+				return fmt.Errorf("%s not yet", name)
+			}
+		}
+		return nil
+	})
+	rollOutDeployment(t, ns, first.Name+"-controller-manager")
+	rollOutDeployment(t, ns, first.Name+"-scheduler")
+	waitFor(t, "the second takes its turn once the first is done", func() error {
+		if !rolledEtcd(second) {
+			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
