@@ -220,3 +220,22 @@ func TestMinBackupInterval(t *testing.T) {
 		assert.ErrorContains(t, err, want, value)
 	}
 }
+
+// MUST_ROLL_INTERVAL is ten minutes unless set, within 0 to a week; a bad
+// value names the variable.
+func TestMustRollInterval(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	c, err := outsidePod(t, quiet, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Minute, c.MustRollInterval)
+	c, err = outsidePod(t, quiet, env(map[string]string{"MUST_ROLL_INTERVAL": "0s"}))
+	require.NoError(t, err)
+	assert.Zero(t, c.MustRollInterval)
+	for value, want := range map[string]string{
+		"-1m":  "MUST_ROLL_INTERVAL/--must-roll-interval -1m0s: use 0 to 168h",
+		"200h": "MUST_ROLL_INTERVAL/--must-roll-interval 200h0m0s: use 0 to 168h",
+	} {
+		_, err := outsidePod(t, quiet, env(map[string]string{"MUST_ROLL_INTERVAL": value}))
+		assert.ErrorContains(t, err, want, value)
+	}
+}
