@@ -60,6 +60,11 @@ manifests: $(KUSTOMIZE) ## Render the install bundle into dist/control-plane-com
 	$(KUSTOMIZE) build config/default > dist/control-plane-components.yaml
 	@echo "wrote dist/control-plane-components.yaml"
 
+.PHONY: release
+release: $(KUSTOMIZE) ## Write release VERSION (such as v0.2.0) into dist/control-plane-hosted-control-plane/VERSION: clusterctl's bundle and metadata, the images as OCI archives, pinned by digest.
+	@[ -n "$(VERSION)" ] || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
+	cd tools/localcluster && go run ./cmd/release -version $(VERSION) -out $(CURDIR)/dist -kustomize $(KUSTOMIZE)
+
 .PHONY: up
 up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster (GATEWAY=1: served through the Gateway).
 	cd tools/localcluster && go build -o $(LOCALCLUSTER) ./cmd/localcluster
@@ -152,6 +157,20 @@ $(CAPI_MANAGER):
 	mkdir -p $(dir $@)
 	cd hack/capi && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION)' \
 		-o $@ sigs.k8s.io/cluster-api/core
+
+CLUSTERCTL := $(BIN)/capi/$(CAPI_VERSION)/clusterctl
+CLUSTERCTL_LDFLAGS := -s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
+	-X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=$(word 2,$(subst ., ,$(CAPI_VERSION)))
+
+.PHONY: clusterctl
+clusterctl: $(CLUSTERCTL) ## Build clusterctl (sigs.k8s.io/cluster-api/cmd/clusterctl) at the Cluster API version hack/capi pins.
+
+# hack/clusterctl requires the same Cluster API release as hack/capi; the
+# version is stamped as Cluster API's release builds stamp it.
+$(CLUSTERCTL):
+	mkdir -p $(dir $@)
+	cd hack/clusterctl && grep -q 'sigs.k8s.io/cluster-api $(CAPI_VERSION)' go.mod
+	cd hack/clusterctl && CGO_ENABLED=0 go build -trimpath -ldflags '$(CLUSTERCTL_LDFLAGS)' -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
 
 VERSITYGW_VERSION := $(shell awk '$$1 == "github.com/versity/versitygw" {print $$2}' hack/versitygw/go.mod)
 VERSITYGW         := $(BIN)/versitygw/$(VERSITYGW_VERSION)/versitygw

@@ -38,7 +38,7 @@ const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-ke
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
-// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted-control-plane"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`,description="Cluster this control plane belongs to"
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="The API server answers through the cluster's kubeconfig"
 // +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`,description="The API server has answered at least once"

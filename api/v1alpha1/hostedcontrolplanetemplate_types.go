@@ -9,7 +9,7 @@ import (
 // +kubebuilder:resource:path=hostedcontrolplanetemplates,scope=Namespaced,categories=cluster-api,shortName=hcpt
 // +kubebuilder:storageversion
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
-// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted-control-plane"
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.template.spec.replicas`,description="API server replicas of control planes made from this template"
 // +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.template.spec.gateway.name`,description="Gateway that serves the control planes"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

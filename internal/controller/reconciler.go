@@ -7,9 +7,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
@@ -199,10 +201,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return s.sooner(result), err
 }
 
+// blockMoveMessage is the value of clusterctl's block-move annotation on
+// every control plane: `clusterctl move` waits while it is there, and then
+// fails naming the control plane.
+const blockMoveMessage = "a hosted control plane cannot be moved by clusterctl move: its etcd data, volumes and pods stay " +
+	"in this management cluster; move it by restoring an etcd snapshot into a new control plane in the target (spec.etcd.restore)"
+
 // reconcileNormal observes, keeps the management side phase by phase until
 // one is not done, probes the API server and, once it answers, keeps the
 // workload side.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	metav1.SetMetaDataAnnotation(&s.hcp.ObjectMeta, clusterctlv1.BlockMoveAnnotation, blockMoveMessage)
 	r.record(s.hcp, v1alpha1.ImagesAllowedCondition, imagesAllowed(s.hcp, r.registries))
 	r.observe(ctx, s)
 	r.stopForRestore(ctx, s)

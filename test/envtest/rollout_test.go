@@ -15,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -250,6 +252,27 @@ func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
 		if !rolledEtcd(second) {
 			return fmt.Errorf("not yet")
 		}
+		return nil
+	})
+}
+
+// clusterctl move waits while clusterctl's block-move annotation is on an
+// object it would move, then fails: every control plane carries it, with
+// why it cannot be moved and how to move it instead.
+func TestClusterctlMoveIsBlocked(t *testing.T) {
+	ns := namespace(t)
+	hcp := newControlPlane(t, newCluster(t, ns, "unmovable", 0), func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
+	})
+	waitFor(t, "the control plane blocks clusterctl move", func() error {
+		require.NoError(t, env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp))
+		msg, ok := hcp.Annotations[clusterctlv1.BlockMoveAnnotation]
+		if !ok {
+			return fmt.Errorf("annotations %v", hcp.Annotations)
+		}
+		assert.Contains(t, msg, "cannot be moved by clusterctl move")
+		assert.Contains(t, msg, "spec.etcd.restore")
 		return nil
 	})
 }

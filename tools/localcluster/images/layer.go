@@ -37,30 +37,8 @@ func (img image) write(dst string) error {
 	if err != nil {
 		return err
 	}
-	layerFile, err := os.CreateTemp(filepath.Dir(dst), ".layer-")
+	v, err := img.build()
 	if err != nil {
-		return err
-	}
-	defer os.Remove(layerFile.Name())
-	if err := img.writeLayer(layerFile); err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromFile(layerFile.Name(), tarball.WithCompressionLevel(gzip.BestSpeed))
-	if err != nil {
-		return err
-	}
-	v, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return err
-	}
-	cfg, err := v.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config = v1.Config{Entrypoint: img.entrypoint, Env: []string{imagePath}, User: img.user}
-	if v, err = mutate.ConfigFile(v, cfg); err != nil {
 		return err
 	}
 	// Written aside and moved in: a tarball in place is a complete one.
@@ -69,6 +47,65 @@ func (img image) write(dst string) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// build is the image: an empty image with one layer of its files and a
+// config with its entrypoint, user and PATH.
+func (img image) build() (v1.Image, error) {
+	layerFile, err := os.CreateTemp("", ".layer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(layerFile.Name())
+	if err := img.writeLayer(layerFile); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromFile(layerFile.Name(), tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return nil, err
+	}
+	v, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := v.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config = v1.Config{Entrypoint: img.entrypoint, Env: []string{imagePath}, User: img.user}
+	return mutate.ConfigFile(v, cfg)
+}
+
+// tarDir writes the files under dir into a tar file at dst, by their paths
+// relative to dir, in a fixed order with fixed times.
+func tarDir(dir, dst string) error {
+	f, err := os.Create(dst + ".tmp")
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: time.Unix(0, 0)})
+		}
+		return writeFile(tw, file{path: "/" + rel, src: p}, time.Unix(0, 0))
+	})
+	if cerr := closeAll(tw, f); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(dst+".tmp", dst)
 }
 
 // writeLayer writes the image's files, and the directories above them, to
