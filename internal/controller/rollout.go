@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
@@ -69,15 +71,27 @@ func (r *Reconciler) holder(s *scope, on side) apply.Holder {
 			return false, nil
 		}
 		if held.MustRoll {
-			turn, wait := r.mustRoll.Admit(client.ObjectKeyFromObject(s.hcp).String())
-			if turn {
+			if !settled(s.hcp) {
+				// One that was not done before would hold the fleet's turn.
+				s.rollouts.wakeAt(time.Now().Add(time.Minute))
+			} else if turn, wait := r.mustRoll.Admit(client.ObjectKeyFromObject(s.hcp).String()); turn {
 				return false, nil
+			} else {
+				s.rollouts.wakeAt(time.Now().Add(wait))
 			}
-			s.rollouts.wakeAt(time.Now().Add(wait))
 		}
 		s.rollouts.pending = append(s.rollouts.pending, held)
 		return true, nil
 	}
+}
+
+// settled tells whether the control plane's last pass got through every
+// management phase: only such a control plane takes a turn in the fleet's
+// rollout of a change that must roll, so that one failing already does not
+// hold the others.
+func settled(hcp *v1alpha1.HostedControlPlane) bool {
+	phases := managementPhases(etcd.Component{})
+	return conditions.IsTrue(hcp, phases[len(phases)-1].condition)
 }
 
 // keptWorkload records that a pass applied obj, or found it as rendered.

@@ -220,7 +220,9 @@ func noWritesWhenUnchanged(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	before, _ := reconciles(t)
 	since := time.Now()
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
-		h.Annotations = map[string]string{"example.com/touched": since.String()}
+		// Added beside the others, as a user would: the controller keeps its
+		// own (clusterctl's block-move).
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, "example.com/touched", since.String())
 	}))
 	waitFor(t, "a pass over the touched control plane", func() error {
 		if n, idle := reconciles(t); n <= before || !idle {

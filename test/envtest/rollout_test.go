@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,6 +199,9 @@ func TestControllerUpgradeRestartsNoPod(t *testing.T) {
 func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
 	_, one := readyControlPlane(t, "must-a", "v1.36.3")
 	_, two := readyControlPlane(t, "must-b", "v1.36.3")
+	// The control planes of other tests, whose rollouts nobody plays here,
+	// would take turns too: their Clusters are paused meanwhile.
+	pauseOtherClusters(t, one.Namespace, two.Namespace)
 	withControllerBinary(t, buildNextRelease(t, true), "MUST_ROLL_INTERVAL=0s")
 
 	rolledEtcd := func(hcp *v1alpha1.HostedControlPlane) bool {
@@ -275,4 +280,25 @@ func TestClusterctlMoveIsBlocked(t *testing.T) {
 		assert.Contains(t, msg, "spec.etcd.restore")
 		return nil
 	})
+}
+
+// pauseOtherClusters pauses every Cluster outside the namespaces given until
+// the test ends.
+func pauseOtherClusters(t *testing.T, namespaces ...string) {
+	t.Helper()
+	clusters := &clusterv1.ClusterList{}
+	require.NoError(t, env.Client.List(testContext(t), clusters))
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		if slices.Contains(namespaces, c.Namespace) || ptr.Deref(c.Spec.Paused, false) {
+			continue
+		}
+		require.NoError(t, update(t, c, func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }))
+		t.Cleanup(func() {
+			err := update(t, c, func(c *clusterv1.Cluster) { c.Spec.Paused = nil })
+			if !apierrors.IsNotFound(err) {
+				assert.NoError(t, err, "unpause Cluster %s/%s", c.Namespace, c.Name)
+			}
+		})
+	}
 }

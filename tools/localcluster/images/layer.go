@@ -37,10 +37,11 @@ func (img image) write(dst string) error {
 	if err != nil {
 		return err
 	}
-	v, err := img.build()
+	v, done, err := img.build()
 	if err != nil {
 		return err
 	}
+	defer done()
 	// Written aside and moved in: a tarball in place is a complete one.
 	tmp := dst + ".tmp"
 	if err := tarball.WriteToFile(tmp, tag, v); err != nil {
@@ -50,13 +51,23 @@ func (img image) write(dst string) error {
 }
 
 // build is the image: an empty image with one layer of its files and a
-// config with its entrypoint, user and PATH.
-func (img image) build() (v1.Image, error) {
+// config with its entrypoint, user and PATH. The layer is read from a file
+// as the image is written; done removes it.
+func (img image) build() (v1.Image, func(), error) {
 	layerFile, err := os.CreateTemp("", ".layer-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer os.Remove(layerFile.Name())
+	done := func() { _ = os.Remove(layerFile.Name()) }
+	v, err := img.assemble(layerFile)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return v, done, nil
+}
+
+func (img image) assemble(layerFile *os.File) (v1.Image, error) {
 	if err := img.writeLayer(layerFile); err != nil {
 		return nil, err
 	}

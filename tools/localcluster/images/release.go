@@ -59,10 +59,11 @@ func Release(ctx context.Context, root, version, dir string, log io.Writer) (map
 // index's org.opencontainers.image.ref.name annotation (what
 // `ctr images import` names it by), and returns its manifest digest.
 func (img image) writeOCI(dst string) (string, error) {
-	v, err := img.build()
+	v, done, err := img.build()
 	if err != nil {
 		return "", err
 	}
+	defer done()
 	digest, err := v.Digest()
 	if err != nil {
 		return "", err

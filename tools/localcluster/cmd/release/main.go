@@ -114,13 +114,18 @@ func hasSeries(metadata []byte, v semver.Version) error {
 // the controller's and the extension's containers, and the tunnel and
 // etcd-restore images the controller's settings name.
 func render(ctx context.Context, root, kustomize string, built map[string]images.Released) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "hcp-release-")
+	// kustomize takes a base by a relative path only.
+	tmp, err := os.MkdirTemp(filepath.Join(root, "dist"), ".kustomize-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	base, err := filepath.Rel(tmp, filepath.Join(root, "config", "release"))
+	if err != nil {
+		return nil, err
+	}
 	pinned := func(name string) string { return images.Repository(name) + "@" + built[name].Digest }
-	kustomization := fmt.Sprintf("resources:\n- %s\nimages:\n", filepath.Join(root, "config", "release"))
+	kustomization := fmt.Sprintf("resources:\n- %s\nimages:\n", base)
 	for _, name := range []string{"controller", "extension"} {
 		kustomization += fmt.Sprintf("- name: %s\n  newName: %s\n  digest: %s\n", images.Repository(name), images.Repository(name), built[name].Digest)
 	}
