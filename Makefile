@@ -103,9 +103,9 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every 
 test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs.
 
 .PHONY: unit
-unit: ## Unit tests (no API server), the local management cluster's included.
+unit: clusterctl $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
 	go test ./api/... ./internal/... ./cmd/...
-	cd tools/localcluster && go test ./...
+	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test ./...
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.

@@ -22,9 +22,12 @@ type Registries []registry
 type registry struct{ domain, path string }
 
 // ParseRegistries reads a comma-separated list such as
-// "registry.k8s.io,registry.example.com:5000/mirror"; an empty list allows
-// any registry.
+// "registry.k8s.io,registry.example.com:5000/mirror"; an empty list, or
+// AnyRegistry, allows any registry.
 func ParseRegistries(list string) (Registries, error) {
+	if strings.TrimSpace(list) == AnyRegistry {
+		return nil, nil
+	}
 	var out Registries
 	for entry := range strings.SplitSeq(list, ",") {
 		entry = strings.TrimSpace(entry)
@@ -39,6 +42,10 @@ func ParseRegistries(list string) (Registries, error) {
 	}
 	return out, nil
 }
+
+// AnyRegistry alone allows every registry, as an empty list does, for
+// installers such as clusterctl that take no empty value.
+const AnyRegistry = "*"
 
 // probeRepository completes an allowed registry into an image name, to read
 // it by the grammar of image references. It has two components, so that

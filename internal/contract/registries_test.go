@@ -55,3 +55,15 @@ func TestParseRegistriesRefuses(t *testing.T) {
 		}
 	}
 }
+
+// "*" alone allows any registry, as an empty list does: clusterctl takes no
+// empty default for a variable.
+func TestAnyRegistry(t *testing.T) {
+	for _, list := range []string{"", AnyRegistry, " * "} {
+		r, err := ParseRegistries(list)
+		require.NoError(t, err, list)
+		assert.Empty(t, r, list)
+	}
+	_, err := ParseRegistries("*,registry.k8s.io")
+	assert.Error(t, err, "* is not a registry among others")
+}

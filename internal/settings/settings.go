@@ -52,7 +52,7 @@ func (s *Serving) bind(src *source, defaultPort int) {
 	src.String(&s.CertDir, "webhook-cert-dir", "WEBHOOK_CERT_DIR", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"directory with tls.crt and tls.key of the TLS server")
 	src.Int(&s.Port, "webhook-port", "WEBHOOK_PORT", defaultPort, "port of the TLS server")
-	src.String(&s.OTLPEndpoint, "otel-exporter-otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP gRPC endpoint URL that receives traces, off when empty")
+	src.String(&s.OTLPEndpoint, "otel-exporter-otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP gRPC endpoint URL that receives traces, off when empty or none")
 }
 
 func (s *Serving) validate(needCerts bool) error {
@@ -79,6 +79,9 @@ func (s *Serving) validate(needCerts bool) error {
 				errs = append(errs, fmt.Errorf("WEBHOOK_CERT_DIR/--webhook-cert-dir %q has no %s: mount the serving certificate there", s.CertDir, f))
 			}
 		}
+	}
+	if s.OTLPEndpoint == OTLPOff {
+		s.OTLPEndpoint = ""
 	}
 	if s.OTLPEndpoint != "" {
 		if u, err := url.Parse(s.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -139,6 +142,10 @@ const DefaultMustRollInterval = 10 * time.Minute
 // maxMustRollInterval is a week, the most a platform would wait between two
 // control planes for a change that must roll.
 const maxMustRollInterval = 7 * 24 * time.Hour
+
+// OTLPOff turns tracing off as an empty OTEL_EXPORTER_OTLP_ENDPOINT does,
+// for installers such as clusterctl that take no empty value.
+const OTLPOff = "none"
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled
 // in parallel unless MAX_CONCURRENT_RECONCILES says otherwise.

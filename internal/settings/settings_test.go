@@ -239,3 +239,11 @@ func TestMustRollInterval(t *testing.T) {
 		assert.ErrorContains(t, err, want, value)
 	}
 }
+
+// OTEL_EXPORTER_OTLP_ENDPOINT=none turns tracing off as an empty value does.
+func TestOTLPNone(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	c, err := outsidePod(t, quiet, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": OTLPOff}))
+	require.NoError(t, err)
+	assert.Empty(t, c.OTLPEndpoint)
+}

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -139,7 +140,21 @@ func render(ctx context.Context, root, kustomize string, built map[string]images
 		return nil, fmt.Errorf("kustomize build: %w: %s", err, stderr.String())
 	}
 	settings := map[string]string{"TUNNEL_IMAGE": pinned("tunnel"), "ETCD_RESTORE_IMAGE": pinned("etcd-restore")}
-	return pinSettings(stdout.Bytes(), settings)
+	bundle, err := pinSettings(stdout.Bytes(), settings)
+	if err != nil {
+		return nil, err
+	}
+	return quoteVariables(bundle), nil
+}
+
+// variable is a YAML value that is a clusterctl variable alone.
+var variable = regexp.MustCompile(`(?m)^(\s*(?:- )?[A-Za-z]+: )(\$\{[A-Z0-9_]+:=[^}"]*\})$`)
+
+// quoteVariables quotes every value that is a clusterctl variable, which
+// YAML writers leave plain: clusterctl substitutes text, and a value such as
+// 10 or * must stay a string.
+func quoteVariables(bundle []byte) []byte {
+	return variable.ReplaceAll(bundle, []byte(`$1"$2"`))
 }
 
 // pinSettings sets the environment variables of the controller's container
