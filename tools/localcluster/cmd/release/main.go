@@ -40,8 +40,9 @@ func main() {
 	kustomize := flag.String("kustomize", os.Getenv("KUSTOMIZE"), "the kustomize binary")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer cancel()
-	if err := run(ctx, *version, *out, *kustomize); err != nil {
+	err := run(ctx, *version, *out, *kustomize)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
@@ -191,8 +192,11 @@ func pinSettings(bundle []byte, settings map[string]string) ([]byte, error) {
 
 func setEnv(obj *unstructured.Unstructured, settings map[string]string) (int, error) {
 	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-	if err != nil || len(containers) == 0 {
-		return 0, fmt.Errorf("controller Deployment without containers: %v", err)
+	if err != nil {
+		return 0, fmt.Errorf("controller Deployment: %w", err)
+	}
+	if len(containers) == 0 {
+		return 0, errors.New("controller Deployment without containers")
 	}
 	c := containers[0].(map[string]any)
 	env, _ := c["env"].([]any)
