@@ -182,6 +182,9 @@ const (
 	// of the controller renders a workload differently and the change waits
 	// for a rollout (see status.rollout).
 	RolloutPendingReason = "RolloutPending"
+	// NoNodesReason: an add-on that runs on the workload cluster's nodes is
+	// applied, and no node has joined yet to run it.
+	NoNodesReason = "NoNodes"
 	// EtcdVolumesGrowingReason: the members' volumes grow (to
 	// spec.etcd.volumeSize, or by autoGrow); the quota follows once every
 	// one has grown.

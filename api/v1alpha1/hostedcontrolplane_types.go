@@ -41,6 +41,8 @@ const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-ke
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted-control-plane"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`,description="Cluster this control plane belongs to"
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="The API server answers through the cluster's kubeconfig"
+// +kubebuilder:printcolumn:name="Failing",type=string,JSONPath=`.status.conditions[?(@.status=="False")].type`,description="The first condition that is false (Available first, then by name); empty when none is"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="False")].reason`,description="Why that condition is false"
 // +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`,description="The API server has answered at least once"
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,description="Where workers reach the API server"
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`,description="Desired API server replicas"
@@ -48,6 +50,8 @@ const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-ke
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.upToDateReplicas`,description="API server replicas with the desired spec",priority=1
 // +kubebuilder:printcolumn:name="Etcd",type=integer,JSONPath=`.spec.etcd.replicas`,description="Desired etcd members",priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,description="Desired Kubernetes version"
+// +kubebuilder:printcolumn:name="Etcd DB",type=string,JSONPath=`.status.etcd.volumeUsage`,description="The largest etcd database a member reports",priority=1
+// +kubebuilder:printcolumn:name="Etcd volume",type=string,JSONPath=`.status.etcd.volumeSize`,description="The smallest volume an etcd member has",priority=1
 // +kubebuilder:printcolumn:name="Last backup",type=date,JSONPath=`.status.etcd.lastBackupTime`,description="When the last etcd snapshot was stored",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

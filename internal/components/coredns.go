@@ -49,7 +49,7 @@ func (CoreDNS) Condition() string { return v1alpha1.CoreDNSReadyCondition }
 
 // Ready is rolled out.
 func (CoreDNS) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
-	return rolledOut(ctx, c, applied)
+	return rolledOutOnNodes(ctx, c, applied)
 }
 
 // Render renders CoreDNS.

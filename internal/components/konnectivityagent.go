@@ -37,7 +37,7 @@ func (KonnectivityAgent) Condition() string { return v1alpha1.KonnectivityAgentR
 
 // Ready is rolled out.
 func (KonnectivityAgent) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
-	return rolledOut(ctx, c, applied)
+	return rolledOutOnNodes(ctx, c, applied)
 }
 
 // Render renders the agents, their service account and its RBAC.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,7 +78,21 @@ func (KubernetesService) Ready(ctx context.Context, c client.Reader, _ render.In
 				"Services to addresses only: pods cannot reach the API server through the kubernetes Service; use a load balancer "+
 				"that gives an address, a node port, or spec.gateway, whose tunnel carries the Service"), nil
 	}
-	return rolledOut(ctx, c, applied)
+	out, err := rolledOut(ctx, c, applied)
+	if err != nil || !out.Done {
+		return out, err
+	}
+	said := []string{}
+	for _, obj := range applied.Objects {
+		switch o := obj.(type) {
+		case *discoveryv1.EndpointSlice:
+			said = append(said, "EndpointSlice default/kubernetes leads the kubernetes Service to "+
+				net.JoinHostPort(o.Endpoints[0].Addresses[0], strconv.Itoa(int(ptr.Deref(o.Ports[0].Port, 0)))))
+		case *appsv1.DaemonSet:
+			said = append(said, "DaemonSet "+o.Namespace+"/"+o.Name+" carries it to the API server on every node")
+		}
+	}
+	return readiness.Ready(strings.Join(said, "; ")), nil
 }
 
 func kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {

@@ -2,6 +2,7 @@ package components
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -108,6 +110,29 @@ func groups(names ...string) []rbacv1.Subject {
 // runs has rolled out.
 func rolledOut(ctx context.Context, c client.Reader, applied readiness.Applied) (readiness.Outcome, error) {
 	return readiness.RolledOut(ctx, c, applied.Objects, readiness.KindName)
+}
+
+// rolledOutOnNodes is rolledOut for an add-on whose pods run on the workload
+// cluster's nodes: before the first node joins, there is nothing they can
+// run on, which is how a new cluster is and not a fault, and the condition
+// says so. Only the nodes' metadata is read (and cached).
+func rolledOutOnNodes(ctx context.Context, c client.Reader, applied readiness.Applied) (readiness.Outcome, error) {
+	out, err := rolledOut(ctx, c, applied)
+	if err != nil || out.Done {
+		return out, err
+	}
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := c.List(ctx, nodes); err != nil {
+		return readiness.Outcome{}, fmt.Errorf("list nodes: %w", err)
+	}
+	if len(nodes.Items) > 0 {
+		return out, nil
+	}
+	return readiness.Outcome{
+		Done: true, Reason: v1alpha1.NoNodesReason,
+		Message: "applied; no node has joined the workload cluster yet, and its pods start once one does",
+	}, nil
 }
 
 // addonDeployment is a Deployment of an add-on in kube-system whose pods

@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -110,4 +111,17 @@ func TestKubernetesServiceEndpoint(t *testing.T) {
 	assert.True(t, tunnel.HostNetwork)
 	assert.Contains(t, tunnel.Containers[0].Args, "--upstream=kas-tunnel."+in.ClusterName()+"."+in.Namespace()+".k8s.example.com:8443")
 	assert.Equal(t, []corev1.Capability{"NET_ADMIN"}, tunnel.Containers[0].SecurityContext.Capabilities.Add)
+}
+
+// KubernetesServiceReady says where the Service leads, by the EndpointSlice
+// it keeps (read from nothing but what was applied).
+func TestKubernetesServiceReadySaysWhereItLeads(t *testing.T) {
+	in := goldenCases[0].input(t)
+	observed := in.Observed
+	observed.Listener, observed.Endpoint = nil, clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443}
+	objs := renderOf(t, KubernetesService{}, in.With(observed))
+	out, err := KubernetesService{}.Ready(t.Context(), nil, in, readiness.Applied{Objects: objs})
+	require.NoError(t, err)
+	assert.True(t, out.Done)
+	assert.Equal(t, "EndpointSlice default/kubernetes leads the kubernetes Service to 192.0.2.10:6443", out.Message)
 }

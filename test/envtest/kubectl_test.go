@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -52,12 +53,22 @@ func TestKubectlGetShowsControlPlanes(t *testing.T) {
 	out := kubectl(t, "get", "hcp", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, "%s\nall control planes:\n%s", out, kubectl(t, "get", "hostedcontrolplanes", "-A", "--show-labels"))
-	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"shown", "shown-cluster", "False", "true", "shown.example.com", "2", "1", "v1.33.0"}, strings.Fields(lines[1])[:8])
+	assert.Equal(t, []string{"NAME", "CLUSTER", "AVAILABLE", "FAILING", "REASON", "INITIALIZED", "ENDPOINT", "DESIRED", "READY", "VERSION", "AGE"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"shown", "shown-cluster", "False", "Available", v1alpha1.WaitingForClusterReason, "true", "shown.example.com", "2", "1", "v1.33.0"},
+		strings.Fields(lines[1])[:10], "the failing condition and its reason")
 
-	wide := strings.Fields(strings.Split(kubectl(t, "get", "hcp", "-n", ns, "-o", "wide"), "\n")[0])
+	setStatus(t, hcp, func(hcp *v1alpha1.HostedControlPlane) {
+		hcp.Status.Etcd.VolumeUsage = ptr.To(resource.MustParse("300Mi"))
+		hcp.Status.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi"))
+	})
+	wideLines := strings.Split(strings.TrimSpace(kubectl(t, "get", "hcp", "-n", ns, "-o", "wide")), "\n")
+	wide := strings.Fields(wideLines[0])
 	assert.Contains(t, wide, "UP-TO-DATE")
 	assert.Contains(t, wide, "ETCD")
+	assert.Contains(t, wideLines[0], "ETCD DB")
+	assert.Contains(t, wideLines[0], "ETCD VOLUME")
+	assert.Contains(t, wideLines[1], "300Mi")
+	assert.Contains(t, wideLines[1], "8Gi")
 
 	assert.Contains(t, kubectl(t, "get", "cluster-api", "-n", ns), "hostedcontrolplane.controlplane.cluster.x-k8s.io/shown")
 	tmpl := &v1alpha1.HostedControlPlaneTemplate{}

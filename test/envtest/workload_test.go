@@ -143,12 +143,20 @@ func TestWorkloadCluster(t *testing.T) {
 	// hold: the condition says pods cannot reach it through the Service.
 	c := waitCondition(t, hcp, v1alpha1.KubernetesServiceReadyCondition, metav1.ConditionFalse, v1alpha1.NoServiceEndpointReason)
 	assert.Contains(t, c.Message, "pods cannot reach the API server through the kubernetes Service")
-	// No node runs the add-ons yet: they are not ready, and the control
-	// plane stays Available regardless.
+	// No node has joined yet: the add-ons are applied, nothing can run them,
+	// and that is how a new cluster is, not a fault.
+	c = waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
+	assert.Equal(t, "applied; no node has joined the workload cluster yet, and its pods start once one does", c.Message)
+	waitCondition(t, hcp, v1alpha1.KonnectivityAgentReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
+	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	// Once one joins, pods that do not run are told: at the next pass, which
+	// the Deployment's status brings as its pods start (here, a touch).
+	require.NoError(t, w.client.Create(testContext(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-0"}}))
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, "example.com/node-joined", "worker-0")
+	}))
 	c = waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
 	assert.Contains(t, c.Message, "Deployment coredns: 0 of 2 available")
-	waitCondition(t, hcp, v1alpha1.KonnectivityAgentReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
-	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 
 	t.Run("a kubeadm worker can discover and join", func(t *testing.T) { joinObjects(t, hcp, w) })
 	t.Run("add-ons", func(t *testing.T) { addons(t, hcp, w) })
