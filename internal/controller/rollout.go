@@ -43,32 +43,37 @@ func (ro *rollouts) wakeAt(t time.Time) {
 
 // holder is the apply.Holder of a pass on one side: a change of a workload's
 // pod template that comes from the controller alone waits (see
-// internal/rollout), and the pass records what it holds.
+// internal/rollout), and the pass records what it holds. A rendering held
+// in the last pass is held again without asking the API server, so that a
+// control plane with one costs no request per pass.
 func (r *Reconciler) holder(s *scope, on side) apply.Holder {
 	return func(ctx context.Context, current, want *unstructured.Unstructured) (bool, error) {
 		if !rollout.Workload(want) || rollout.Started(current, want) {
 			return false, nil
-		}
-		next, err := on.applier.DryRun(ctx, want)
-		if err != nil {
-			return false, err
-		}
-		changes := rollout.Changes(current, next)
-		if len(changes) == 0 {
-			return false, nil // its own metadata only: nothing restarts
 		}
 		hash, err := rollout.TemplateHash(want)
 		if err != nil {
 			return false, err
 		}
 		held := v1alpha1.PendingRollout{
-			Object: pendingName(s.hcp, want), Changes: changes, TemplateHash: hash,
+			Object: pendingName(s.hcp, want), TemplateHash: hash,
 			RenderedBy: want.GetAnnotations()[rollout.RenderedByAnnotation], MustRoll: rollout.MustRoll(current, want),
 		}
-		if was := pendingOf(s.hcp, held.Object); was != nil && was.RenderedBy == held.RenderedBy && was.TemplateHash != hash {
-			// What the pods depend on changed while the rendering was held:
-			// they restart anyway, and take it along.
-			return false, nil
+		if was := pendingOf(s.hcp, held.Object); was != nil && was.RenderedBy == held.RenderedBy {
+			if was.TemplateHash != hash {
+				// What the pods depend on changed while the rendering was
+				// held: they restart anyway, and take it along.
+				return false, nil
+			}
+			held.Changes = was.Changes
+		} else {
+			next, err := on.applier.DryRun(ctx, want)
+			if err != nil {
+				return false, err
+			}
+			if held.Changes = rollout.Changes(current, next); len(held.Changes) == 0 {
+				return false, nil // its own metadata only: nothing restarts
+			}
 		}
 		if held.MustRoll {
 			if !settled(s.hcp) {
