@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
@@ -90,6 +91,79 @@ type ControlPlaneSettings struct {
 	// +optional
 	// +kubebuilder:default={}
 	Certificates CertificatesSpec `json:"certificates,omitempty"`
+
+	// oidcProviders are JSON Web Token issuers whose tokens the API server
+	// accepts, keyed by issuer URL (https, as the token's iss claim has it).
+	// They are rendered into the API server's structured
+	// AuthenticationConfiguration (apiserver.config.k8s.io/v1), which the
+	// API servers reload when it changes, without a restart. Each issuer
+	// must serve its discovery document and keys to the API servers: their
+	// network policy lets them reach the issuers' ports outside the
+	// management cluster's API server and metadata addresses.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	OIDCProviders map[string]OIDCProvider `json:"oidcProviders,omitempty"`
+}
+
+// OIDCProvider is one JSON Web Token authenticator of the API server.
+type OIDCProvider struct {
+	// certificateAuthority is the PEM encoded CA bundle that verifies the
+	// issuer's serving certificate; the system's roots when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	CertificateAuthority string `json:"certificateAuthority,omitempty"`
+
+	// audiences a token must be issued to: its aud claim must hold at least
+	// one of them.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	Audiences []string `json:"audiences"`
+
+	// claimValidationRules are CEL expressions over the token's claims
+	// (claims.<name>) that must all be true for a token to be accepted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ClaimValidationRules []OIDCClaimValidationRule `json:"claimValidationRules,omitempty"`
+
+	// claimMappings turn the token's claims into the user's attributes.
+	// +required
+	ClaimMappings OIDCClaimMappings `json:"claimMappings"`
+}
+
+// OIDCClaimValidationRule is a CEL expression a token's claims must meet.
+type OIDCClaimValidationRule struct {
+	// expression is a CEL expression that evaluates to a bool, such as
+	// claims.email_verified == true.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression"`
+
+	// message is what a refused token is told when expression is false.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// OIDCClaimMappings are CEL expressions that map a token's claims to the
+// user's attributes.
+type OIDCClaimMappings struct {
+	// username is a CEL expression that evaluates to the user name, such as
+	// claims.email or "oidc:" + claims.sub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Username string `json:"username"`
+
+	// groups is a CEL expression that evaluates to a string or a list of
+	// strings, the user's groups, such as claims.groups.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Groups string `json:"groups,omitempty"`
 }
 
 // GatewayReference names a Gateway API Gateway.
@@ -233,6 +307,121 @@ type APIServerPod struct {
 	// +optional
 	// +kubebuilder:default={}
 	Konnectivity Container `json:"konnectivity,omitempty"`
+
+	// mounts are files of ConfigMaps or Secrets of the control plane's
+	// namespace for the API server, keyed by volume name, each mounted
+	// read-only at its path (an absolute directory outside those the
+	// controller mounts) for the files args name, such as an authorization
+	// webhook's kubeconfig, an admission control or a tracing
+	// configuration. A change of their content rolls the API servers.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Mounts map[string]Mount `json:"mounts,omitempty"`
+
+	// audit records the API server's requests by policy.
+	// +optional
+	Audit *Audit `json:"audit,omitempty"`
+}
+
+// Mount is a ConfigMap or a Secret mounted into the API server containers.
+// +kubebuilder:validation:MinProperties=2
+// +kubebuilder:validation:MaxProperties=2
+type Mount struct {
+	// path is the absolute directory the files appear in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+
+	// configMap whose keys become the files; exactly one of configMap and
+	// secret.
+	// +optional
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+
+	// secret whose keys become the files; exactly one of configMap and
+	// secret.
+	// +optional
+	Secret *corev1.SecretVolumeSource `json:"secret,omitempty"`
+}
+
+// AuditMode is how the API server hands audit events to their backend.
+// +kubebuilder:validation:Enum=batch;blocking;blocking-strict
+type AuditMode string
+
+// The audit modes, as kube-apiserver's --audit-log-mode and
+// --audit-webhook-mode name them.
+const (
+	AuditBatch          AuditMode = "batch"
+	AuditBlocking       AuditMode = "blocking"
+	AuditBlockingStrict AuditMode = "blocking-strict"
+)
+
+// Audit records the API server's requests.
+type Audit struct {
+	// policy is the audit policy (audit.k8s.io/v1 Policy) that says which
+	// requests are recorded at which level.
+	// +required
+	Policy auditv1.Policy `json:"policy"`
+
+	// mode is how events reach their backend: batch (buffered, the
+	// default), blocking (each request waits for its event) or
+	// blocking-strict (a request whose event fails fails too).
+	// +optional
+	Mode *AuditMode `json:"mode,omitempty"`
+
+	// webhook sends the events to webhook targets instead of the API
+	// server's standard output.
+	// +optional
+	Webhook *AuditWebhook `json:"webhook,omitempty"`
+}
+
+// AuditWebhook sends audit events to one or more targets through a
+// container beside the API server.
+type AuditWebhook struct {
+	Container `json:",inline"`
+
+	// targets receive every event.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Targets []AuditWebhookTarget `json:"targets"`
+}
+
+// AuditWebhookTarget is a server that receives audit events.
+type AuditWebhookTarget struct {
+	// server is the https URL the events are posted to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Server string `json:"server"`
+
+	// authentication is the bearer token the events are posted with.
+	// +optional
+	Authentication *AuditWebhookAuthentication `json:"authentication,omitempty"`
+}
+
+// AuditWebhookAuthentication names the Secret key that holds a bearer
+// token.
+type AuditWebhookAuthentication struct {
+	// secretName is the Secret that holds the token.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+
+	// secretNamespace of the Secret; the control plane's namespace when
+	// unset. Another namespace is used only while a Gateway API
+	// ReferenceGrant there allows HostedControlPlanes of this namespace to
+	// use the Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	SecretNamespace *string `json:"secretNamespace,omitempty"`
+
+	// tokenKey is the key of the token in the Secret; token when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	TokenKey *string `json:"tokenKey,omitempty"`
 }
 
 // KubeProxySpec tunes kube-proxy in the workload cluster.
@@ -291,12 +480,16 @@ type EtcdSpec struct {
 	// volumeSize stays what the user set, and the volumes are the larger of
 	// the two; status.etcd.volumeSize tells what they have. Growing the
 	// volume does not raise a quota set in args, so autoGrow then does
-	// nothing, nor does it beyond 8Gi of quota.
+	// nothing, nor does it beyond 8Gi of quota. Unset, it is on when
+	// volumeSize is unset too (the volumes start at 2Gi and grow) and off
+	// when volumeSize is set.
 	// +optional
 	AutoGrow *bool `json:"autoGrow,omitempty"`
 
-	// maxVolumeSize is the most autoGrow grows each member's volume to:
-	// required with autoGrow, at least volumeSize and at most 1Ti.
+	// maxVolumeSize is the most autoGrow grows each member's volume to, at
+	// least volumeSize and at most 1Ti. Unset, 18Gi (or volumeSize when
+	// larger): the smallest volume whose quota is etcd's suggested most of
+	// 8Gi, beyond which growing raises the quota no further.
 	// +optional
 	MaxVolumeSize *resource.Quantity `json:"maxVolumeSize,omitempty"`
 

@@ -187,7 +187,7 @@ egressSelections:
 // stored Secrets, and a rotation of keys, wait for). Automatic reload would
 // leave each API server to find the change on its own, with no way to know
 // when all have.
-const encryptionConfigDir = "/etc/kubernetes/encryption"
+const encryptionConfigDir = contract.APIServerEncryptionDir
 
 func apiServerArgs(in render.Input) []string {
 	pki := "/etc/kubernetes/pki"

@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	konnectivitySocketDir = "/run/konnectivity"
+	konnectivitySocketDir = contract.KonnectivitySocketDir
 	konnectivitySocket    = konnectivitySocketDir + "/konnectivity-server.socket"
 	konnectivityHealth    = 8134
 	konnectivityAdmin     = 8133

@@ -20,6 +20,34 @@ func EtcdVolumeSize(cp *v1alpha1.HostedControlPlane) resource.Quantity {
 	return ptr.Deref(cp.Spec.Etcd.VolumeSize, DefaultEtcdVolumeSize)
 }
 
+// DefaultEtcdMaxVolumeSize is the most autoGrow grows a volume to when
+// spec.etcd.maxVolumeSize is unset: the smallest volume whose quota is
+// MaxEtcdQuotaBytes (17.6Gi, rounded up to a whole GiB). A larger volume
+// would raise the quota no further, so growing beyond it only costs
+// storage.
+var DefaultEtcdMaxVolumeSize = resource.MustParse("18Gi")
+
+// EtcdAutoGrow is whether the controller grows the etcd volumes as etcd
+// fills them: spec.etcd.autoGrow, or, when unset, whether volumeSize is
+// unset too. A control plane that names no size is one whose size is left
+// to the controller, as manifests of the closest peer's API mean it.
+func EtcdAutoGrow(cp *v1alpha1.HostedControlPlane) bool {
+	return ptr.Deref(cp.Spec.Etcd.AutoGrow, cp.Spec.Etcd.VolumeSize == nil)
+}
+
+// EtcdMaxVolumeSize is the most autoGrow grows each volume to:
+// spec.etcd.maxVolumeSize, or DefaultEtcdMaxVolumeSize but at least the
+// volumes' own size.
+func EtcdMaxVolumeSize(cp *v1alpha1.HostedControlPlane) resource.Quantity {
+	if most := cp.Spec.Etcd.MaxVolumeSize; most != nil {
+		return *most
+	}
+	if size := EtcdVolumeSize(cp); size.Cmp(DefaultEtcdMaxVolumeSize) > 0 {
+		return size
+	}
+	return DefaultEtcdMaxVolumeSize
+}
+
 // The bounds of EtcdQuota.
 const (
 	// MaxEtcdQuotaBytes is etcd's suggested maximum database size, above

@@ -5,6 +5,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
 const mib = 1 << 20
@@ -30,4 +33,32 @@ func TestEtcdQuota(t *testing.T) {
 			assert.LessOrEqual(t, 2*got+512*mib+volume.Value()/16, volume.Value(), "%s: two databases and the WAL fit", size)
 		}
 	}
+}
+
+// Without maxVolumeSize autoGrow stops at the smallest volume of the
+// largest quota: 17Gi still raises the quota, 18Gi reaches its most.
+func TestEtcdMaxVolumeSizeIsWhereTheQuotaStopsGrowing(t *testing.T) {
+	most := DefaultEtcdMaxVolumeSize
+	assert.Equal(t, int64(MaxEtcdQuotaBytes), EtcdQuota(most))
+	assert.Less(t, EtcdQuota(resource.MustParse("17Gi")), int64(MaxEtcdQuotaBytes))
+
+	cp := &v1alpha1.HostedControlPlane{}
+	assert.Equal(t, "18Gi", ptr.To(EtcdMaxVolumeSize(cp)).String())
+	cp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("20Gi"))
+	assert.Equal(t, "20Gi", ptr.To(EtcdMaxVolumeSize(cp)).String(), "never below the volumes")
+	cp.Spec.Etcd.MaxVolumeSize = ptr.To(resource.MustParse("40Gi"))
+	assert.Equal(t, "40Gi", ptr.To(EtcdMaxVolumeSize(cp)).String(), "the spec's ceiling")
+}
+
+// autoGrow unset is on when no volume size is set, as in the closest
+// peer's API, and off when one is.
+func TestEtcdAutoGrowDefault(t *testing.T) {
+	cp := &v1alpha1.HostedControlPlane{}
+	assert.True(t, EtcdAutoGrow(cp), "etcd: {}")
+	cp.Spec.Etcd.VolumeSize = ptr.To(resource.MustParse("4Gi"))
+	assert.False(t, EtcdAutoGrow(cp), "etcd: {volumeSize: 4Gi}")
+	cp.Spec.Etcd.AutoGrow = ptr.To(true)
+	assert.True(t, EtcdAutoGrow(cp), "etcd: {volumeSize: 4Gi, autoGrow: true}")
+	cp.Spec.Etcd.VolumeSize, cp.Spec.Etcd.AutoGrow = nil, ptr.To(false)
+	assert.False(t, EtcdAutoGrow(cp), "etcd: {autoGrow: false}")
 }

@@ -57,6 +57,7 @@ func containers(path *field.Path, s *v1alpha1.ControlPlaneSettings) []container 
 
 func (c container) validate() field.ErrorList {
 	errs := validateImage(c.path.Child("image"), c.spec.Image)
+	errs = append(errs, validateResources(c.path.Child("resources"), c.spec.Resources)...)
 	return append(errs, validateArgs(c.path.Child("args"), c.spec.Args, c.owned)...)
 }
 

@@ -35,7 +35,8 @@ func ValidateSettings(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.
 	}
 	errs = append(errs, validateEtcd(path.Child("etcd"), &s.Etcd)...)
 	errs = append(errs, validateCertificates(path.Child("certificates"), &s.Certificates)...)
-	return errs
+	errs = append(errs, validatePods(path, s)...)
+	return append(errs, validateAPIServerFiles(path, s)...)
 }
 
 // ValidateTemplateSettings checks the settings of a
@@ -133,6 +134,7 @@ func validateEtcd(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateAutoGrow(path, etcd)...)
+	errs = append(errs, validateStorageClassName(path.Child("storageClassName"), etcd.StorageClassName)...)
 	if etcd.Backup != nil {
 		errs = append(errs, validateBackup(path.Child("backup"), etcd.Backup)...)
 	}
@@ -201,15 +203,12 @@ func validateRestore(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList 
 	return errs
 }
 
-// validateAutoGrow: autoGrow needs a ceiling, and the ceiling is no less
-// than the volumes start with and within the volume bounds.
+// validateAutoGrow: the ceiling of autoGrow is no less than the volumes
+// start with and within the volume bounds. Without one, autoGrow stops
+// where growing no longer raises the quota (contract.EtcdMaxVolumeSize).
 func validateAutoGrow(path *field.Path, etcd *v1alpha1.EtcdSpec) field.ErrorList {
 	most := etcd.MaxVolumeSize
 	if most == nil {
-		if ptr.Deref(etcd.AutoGrow, false) {
-			return field.ErrorList{field.Required(path.Child("maxVolumeSize"),
-				"autoGrow needs the most it may grow each member's volume to, such as 8Gi")}
-		}
 		return nil
 	}
 	least := contract.DefaultEtcdVolumeSize
@@ -362,7 +361,7 @@ const (
 // type that serves it; a gateway or a load balancer provides its own.
 func validateEndpoint(path *field.Path, hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	ep := hcp.Spec.ControlPlaneEndpoint
-	var errs field.ErrorList
+	errs := validateEndpointHost(path.Child("host"), ep.Host)
 	switch exposureType(hcp) {
 	case v1alpha1.ExposureClusterIP:
 		if ep.Host == "" {
@@ -390,8 +389,12 @@ func ValidateHostedControlPlaneUpdate(old, hcp *v1alpha1.HostedControlPlane) fie
 	errs := validateVersionChange(spec.Child("version"), old.Spec.Version, hcp.Spec.Version)
 	errs = append(errs, validateEndpointChange(spec.Child("controlPlaneEndpoint"), old.Spec.ControlPlaneEndpoint, hcp.Spec.ControlPlaneEndpoint)...)
 	errs = append(errs, validateServingChange(spec, old, hcp)...)
-	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.StorageClassName, hcp.Spec.Etcd.StorageClassName) {
-		errs = append(errs, immutable(spec.Child("etcd", "storageClassName"),
+	// A storage class whose name no StatefulSet accepts never made a volume,
+	// so it may still be corrected.
+	class := spec.Child("etcd", "storageClassName")
+	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.StorageClassName, hcp.Spec.Etcd.StorageClassName) &&
+		len(validateStorageClassName(class, old.Spec.Etcd.StorageClassName)) == 0 {
+		errs = append(errs, immutable(class,
 			ptr.Deref(old.Spec.Etcd.StorageClassName, "(cluster default)"), "existing etcd volumes cannot move"))
 	}
 	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.Restore, hcp.Spec.Etcd.Restore) {
@@ -414,11 +417,13 @@ func immutable(path *field.Path, was, why string) *field.Error {
 
 // validateEndpointChange keeps each part of the endpoint once it is set,
 // and lets an unset part be filled: a NodePort control plane gets its port
-// once the Service has one, after the user gave the host.
+// once the Service has one, after the user gave the host. A host that is
+// no name nor address never reached the API server, so it may be
+// corrected.
 func validateEndpointChange(path *field.Path, old, ep clusterv1.APIEndpoint) field.ErrorList {
 	const why = "workers and kubeconfigs already point at it"
 	var errs field.ErrorList
-	if old.Host != "" && ep.Host != old.Host {
+	if old.Host != "" && ep.Host != old.Host && validEndpointHost(old.Host) {
 		errs = append(errs, immutable(path.Child("host"), old.Host, why))
 	}
 	if old.Port != 0 && ep.Port != old.Port {

@@ -54,14 +54,14 @@ const AutoGrowPercent = 80
 
 // autoGrowTarget is the size autoGrow grows the volumes to from size, and
 // why: once a member's database fills AutoGrowPercent of its quota, half
-// as much again, rounded up to a whole GiB, at most spec.etcd.maxVolumeSize
+// as much again, rounded up to a whole GiB, at most contract.EtcdMaxVolumeSize
 // (why tells a NOSPACE alarm too, which the growth ends).
 // It waits for the growth before (every volume grown, every member running
 // the quota it brought), and does not grow what would not raise the quota
 // (the ceiling, the quota at its most, or a quota set in spec.etcd.args).
 func autoGrowTarget(in render.Input, size resource.Quantity) (resource.Quantity, string, bool) {
 	spec, m := in.ControlPlane.Spec.Etcd, in.Etcd
-	if !ptr.Deref(spec.AutoGrow, false) || spec.MaxVolumeSize == nil || m == nil || !m.Answered {
+	if !contract.EtcdAutoGrow(in.ControlPlane) || m == nil || !m.Answered {
 		return resource.Quantity{}, "", false
 	}
 	if _, set := spec.Args[contract.EtcdQuotaFlag]; set {
@@ -84,7 +84,8 @@ func autoGrowTarget(in render.Input, size resource.Quantity) (resource.Quantity,
 		return resource.Quantity{}, "", false
 	}
 	const gib = 1 << 30
-	next := resource.NewQuantity(min((size.Value()*3/2+gib-1)/gib*gib, spec.MaxVolumeSize.Value()), resource.BinarySI)
+	most := contract.EtcdMaxVolumeSize(in.ControlPlane)
+	next := resource.NewQuantity(min((size.Value()*3/2+gib-1)/gib*gib, most.Value()), resource.BinarySI)
 	if contract.EtcdQuota(*next) <= quota {
 		return resource.Quantity{}, "", false
 	}

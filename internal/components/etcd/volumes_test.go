@@ -104,7 +104,10 @@ func TestAutoGrowTarget(t *testing.T) {
 	fills := func(m *render.EtcdMembership) { m.Members[1].DBSize = full }
 	assert.Equal(t, "3Gi: member demo-etcd-1's database holds 570 MiB, 80% or more of its quota of 704 MiB", grown(auto, "2Gi", fills))
 	assert.Empty(t, grown(auto, "2Gi", nil), "below the threshold")
-	assert.Empty(t, grown(v1alpha1.EtcdSpec{MaxVolumeSize: auto.MaxVolumeSize}, "2Gi", fills), "autoGrow off")
+	assert.Empty(t, grown(v1alpha1.EtcdSpec{AutoGrow: ptr.To(false), MaxVolumeSize: auto.MaxVolumeSize}, "2Gi", fills), "autoGrow off")
+	assert.Empty(t, grown(v1alpha1.EtcdSpec{VolumeSize: ptr.To(resource.MustParse("2Gi"))}, "2Gi", fills), "autoGrow unset beside a volumeSize: off")
+	assert.Equal(t, "3Gi: member demo-etcd-1's database holds 570 MiB, 80% or more of its quota of 704 MiB",
+		grown(v1alpha1.EtcdSpec{}, "2Gi", fills), "etcd: {} grows, as the closest peer's API means it")
 	assert.Empty(t, grown(auto, "1Gi", fills), "a growth under way")
 	assert.Empty(t, grown(auto, "2Gi", func(m *render.EtcdMembership) {
 		fills(m)

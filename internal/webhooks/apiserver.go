@@ -1,0 +1,113 @@
+package webhooks
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/apiserverconfig"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// validateAPIServerFiles checks what becomes a file of the API server:
+// the OIDC providers, the audit policy and the mounts, and that args do
+// not name files of their own for what those render.
+func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) field.ErrorList {
+	pod := spec.Child("deployment", "apiServer")
+	errs := apiserverconfig.ValidateOIDCProviders(spec.Child("oidcProviders"), s.OIDCProviders)
+	if len(s.OIDCProviders) > 0 {
+		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, "spec.oidcProviders",
+			func(flag string) bool { return flag == "authentication-config" || strings.HasPrefix(flag, "oidc-") })...)
+	}
+	if audit := s.Deployment.APIServer.Audit; audit != nil {
+		errs = append(errs, validateAudit(pod.Child("audit"), audit)...)
+		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, "spec.deployment.apiServer.audit",
+			func(flag string) bool {
+				return flag == "audit-policy-file" || flag == "audit-log-path" || flag == "audit-log-mode" || strings.HasPrefix(flag, "audit-webhook-")
+			})...)
+	}
+	return append(errs, validateMounts(pod.Child("mounts"), s.Deployment.APIServer.Mounts)...)
+}
+
+// renderedArgs refuses args the controller sets from field (or that the
+// API server refuses beside what it sets, as --oidc-* beside
+// --authentication-config).
+func renderedArgs(path *field.Path, args map[string]string, from string, rendered func(string) bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if rendered(strings.ReplaceAll(name, "_", "-")) {
+			errs = append(errs, field.Forbidden(path.Key(name), fmt.Sprintf("set by the controller from %s; remove it", from)))
+		}
+	}
+	return errs
+}
+
+func validateAudit(path *field.Path, audit *v1alpha1.Audit) field.ErrorList {
+	errs := apiserverconfig.ValidateAuditPolicy(path.Child("policy"), &audit.Policy)
+	if audit.Webhook != nil {
+		errs = append(errs, field.Forbidden(path.Child("webhook"),
+			"not supported yet: audit events go to the API server's standard output; remove webhook"))
+	}
+	return errs
+}
+
+// validateMounts: each mount is one ConfigMap or Secret, of a valid name,
+// at an absolute, clean directory that is neither at, in nor above a
+// directory the controller mounts or another mount.
+func validateMounts(fld *field.Path, mounts map[string]v1alpha1.Mount) field.ErrorList {
+	var errs field.ErrorList
+	names := slices.Sorted(maps.Keys(mounts))
+	for _, name := range names {
+		m, at := mounts[name], fld.Key(name)
+		for _, msg := range validation.IsDNS1123Label(contract.APIServerMountVolume(name)) {
+			errs = append(errs, field.Invalid(at, name, "must name a pod volume (mount-<name>): "+msg))
+		}
+		errs = append(errs, validateMountSource(at, m)...)
+		dir := m.Path
+		if !path.IsAbs(dir) || path.Clean(dir) != dir || dir == "/" {
+			errs = append(errs, field.Invalid(at.Child("path"), dir,
+				`must be an absolute directory other than "/", without "..", "." or a trailing "/", such as /etc/kubernetes/admission`))
+			continue
+		}
+		for _, owned := range contract.APIServerOwnedPaths {
+			if overlaps(dir, owned) {
+				errs = append(errs, field.Forbidden(at.Child("path"), fmt.Sprintf(
+					"overlaps %s, where the controller mounts the API server's own files; choose a directory outside %s",
+					owned, strings.Join(contract.APIServerOwnedPaths, ", "))))
+			}
+		}
+		for _, other := range names {
+			if other < name && overlaps(dir, mounts[other].Path) {
+				errs = append(errs, field.Duplicate(at.Child("path"), fmt.Sprintf(
+					"%s overlaps the path of mount %s (%s); give each mount a directory of its own", dir, other, mounts[other].Path)))
+			}
+		}
+	}
+	return errs
+}
+
+func validateMountSource(at *field.Path, m v1alpha1.Mount) field.ErrorList {
+	switch {
+	case (m.ConfigMap == nil) == (m.Secret == nil):
+		return field.ErrorList{field.Invalid(at, "", "must set exactly one of configMap and secret")}
+	case m.ConfigMap != nil:
+		return objectName(at.Child("configMap", "name"), m.ConfigMap.Name, "ConfigMap", validation.IsDNS1123Subdomain,
+			"name the ConfigMap of the control plane's namespace whose keys become the files")
+	default:
+		return objectName(at.Child("secret", "secretName"), m.Secret.SecretName, "Secret", validation.IsDNS1123Subdomain,
+			"name the Secret of the control plane's namespace whose keys become the files")
+	}
+}
+
+// overlaps is whether one of the directories a and b is, or holds, the
+// other.
+func overlaps(a, b string) bool {
+	within := func(dir, parent string) bool { return dir == parent || strings.HasPrefix(dir, parent+"/") }
+	return within(a, b) || within(b, a)
+}
