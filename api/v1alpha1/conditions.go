@@ -63,6 +63,11 @@ const (
 // precedence.
 const HostnameConflictReason = "HostnameConflict"
 
+// MountNotFoundReason on APIServerReady: a ConfigMap or Secret of
+// spec.deployment.apiServer.mounts does not exist (and is not optional),
+// so the API servers keep running the spec before it.
+const MountNotFoundReason = "MountNotFound"
+
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
 // for was stored and verified. It never affects Available.
 const BackupReadyCondition = "BackupReady"

@@ -3,6 +3,8 @@ package components
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,7 +45,11 @@ func APIServerName(in render.Input) string { return in.Name("apiserver") }
 
 // Render renders the API servers.
 func (APIServer) Render(in render.Input) ([]client.Object, error) {
-	objs := append(apiServerNetworkPolicies(in), konnectivityServer{}.count(in), apiServerDeployment(in))
+	deployment, err := apiServerDeployment(in)
+	if err != nil {
+		return nil, err
+	}
+	objs := append(apiServerNetworkPolicies(in), konnectivityServer{}.count(in), deployment)
 	if APIServerReplicas(in.ControlPlane) > 1 {
 		objs = append(objs, apiServerDisruptionBudget(in))
 	}
@@ -120,11 +126,38 @@ func apiServerDisruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	}
 }
 
+// issuerPorts are the TCP ports of the OIDC providers' issuer URLs, once
+// each, in order.
+func issuerPorts(in render.Input) []networkingv1.NetworkPolicyPort {
+	var numbers []int32
+	for issuer := range in.ControlPlane.Spec.OIDCProviders {
+		u, err := url.Parse(issuer)
+		if err != nil {
+			continue // refused by admission
+		}
+		port := int32(443)
+		if p, err := strconv.ParseInt(u.Port(), 10, 32); err == nil {
+			port = int32(p)
+		}
+		if !slices.Contains(numbers, port) {
+			numbers = append(numbers, port)
+		}
+	}
+	slices.Sort(numbers)
+	ports := make([]networkingv1.NetworkPolicyPort, len(numbers))
+	for i, p := range numbers {
+		ports[i] = render.TCPPort(p)
+	}
+	return ports
+}
+
 // apiServerNetworkPolicies: the API servers answer everyone on their two
 // ports (three with gateway mode's tunnel): clients, the Gateway and
 // konnectivity agents come from anywhere. They reach only their etcd and
-// DNS, which resolves its Service. Everything else they send goes out
-// through konnectivity, whose agents dial in (kubelets, webhooks and
+// DNS, which resolves its Service, and, with spec.oidcProviders, the ports
+// of the issuers outside the management cluster's API server and metadata
+// addresses, for the issuers' discovery documents and keys. Everything
+// else they send goes out through konnectivity, whose agents dial in (kubelets, webhooks and
 // aggregated API servers of the workload cluster, by the egress selector);
 // the konnectivity server and the tunnel reach the API server beside them on
 // loopback, which no policy filters. So they never reach the management
@@ -134,12 +167,18 @@ func apiServerNetworkPolicies(in render.Input) []client.Object {
 	if in.Listener != nil {
 		ports = append(ports, render.TCPPort(contract.TunnelPort))
 	}
+	egress := []networkingv1.NetworkPolicyEgressRule{
+		{To: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
+		render.DNS(),
+	}
+	if issuers := issuerPorts(in); len(issuers) > 0 {
+		// The OIDC providers' discovery documents and keys, outside the
+		// management cluster's API server and metadata addresses.
+		egress = append(egress, in.Outside(issuers...))
+	}
 	return in.NetworkPolicies(contract.APIServerComponent, render.Traffic{
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: ports}},
-		Egress: []networkingv1.NetworkPolicyEgressRule{
-			{To: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
-			render.DNS(),
-		},
+		Egress:  egress,
 	})
 }
 
@@ -190,7 +229,7 @@ egressSelections:
 const encryptionConfigDir = contract.APIServerEncryptionDir
 
 func apiServerArgs(in render.Input) []string {
-	pki := "/etc/kubernetes/pki"
+	pki := contract.APIServerPKIDir
 	defaults := map[string]string{
 		"advertise-address":                  "$(POD_IP)",
 		"allow-privileged":                   "true",
@@ -199,7 +238,7 @@ func apiServerArgs(in render.Input) []string {
 		"enable-admission-plugins":           "NodeRestriction",
 		"enable-bootstrap-token-auth":        "true",
 		"endpoint-reconciler-type":           "none",
-		"egress-selector-config-file":        "/etc/kubernetes/egress/egress-selector.yaml",
+		"egress-selector-config-file":        contract.APIServerEgressDir + "/egress-selector.yaml",
 		"encryption-provider-config":         encryptionConfigDir + "/" + contract.EncryptionConfigKey,
 		"etcd-servers":                       fmt.Sprintf("https://%s:%d", contract.EtcdServerName(in.ClusterName(), in.Namespace()), contract.EtcdClientPort),
 		"etcd-cafile":                        pki + "/etcd/ca.crt",
@@ -226,10 +265,11 @@ func apiServerArgs(in render.Input) []string {
 		"tls-cert-file":                      pki + "/apiserver/tls.crt",
 		"tls-private-key-file":               pki + "/apiserver/tls.key",
 	}
+	apiServerFileArgs(in, defaults)
 	return render.Flags(defaults, in.ControlPlane.Spec.Deployment.APIServer.Args)
 }
 
-func apiServerDeployment(in render.Input) *appsv1.Deployment {
+func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.APIServerComponent))}
 
@@ -241,13 +281,18 @@ func apiServerDeployment(in render.Input) *appsv1.Deployment {
 	api.LivenessProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)
 	api.StartupProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 30)
 	render.MountSecrets(&pod, &api,
-		render.SecretVolume{Name: "apiserver", Secret: apiServerCertSecret(in), Path: "/etc/kubernetes/pki/apiserver"},
-		render.SecretVolume{Name: "etcd", Secret: apiServerEtcdSecret(in), Path: "/etc/kubernetes/pki/etcd"},
-		render.SecretVolume{Name: "kubelet", Secret: kubeletClientSecret(in), Path: "/etc/kubernetes/pki/kubelet"},
-		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: "/etc/kubernetes/pki/front-proxy"},
-		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"},
-		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: "/etc/kubernetes/egress"},
+		render.SecretVolume{Name: "apiserver", Secret: apiServerCertSecret(in), Path: contract.APIServerPKIDir + "/apiserver"},
+		render.SecretVolume{Name: "etcd", Secret: apiServerEtcdSecret(in), Path: contract.APIServerPKIDir + "/etcd"},
+		render.SecretVolume{Name: "kubelet", Secret: kubeletClientSecret(in), Path: contract.APIServerPKIDir + "/kubelet"},
+		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: contract.APIServerPKIDir + "/front-proxy"},
+		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: contract.APIServerPKIDir + "/sa"},
+		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: contract.APIServerEgressDir},
 		render.SecretVolume{Name: "encryption", Secret: contract.EncryptionSecretName(in.ClusterName()), Path: encryptionConfigDir})
+	mountAPIServerFiles(in, &pod, &api)
+	mounts, err := mountsDigest(in)
+	if err != nil {
+		return nil, err
+	}
 
 	konn := konnectivityServer{}.container(in, &pod)
 	socket := corev1.VolumeMount{Name: "konnectivity-uds", MountPath: konnectivitySocketDir}
@@ -264,5 +309,9 @@ func apiServerDeployment(in render.Input) *appsv1.Deployment {
 	// The pods carry the version they run; status.versions counts them.
 	labels := in.Labels(contract.APIServerComponent)
 	labels[contract.VersionLabel] = in.ControlPlane.Spec.Version
-	return in.Deployment(APIServerName(in), contract.APIServerComponent, in.Stoppable(APIServerReplicas(in.ControlPlane)), labels, pod)
+	d := in.Deployment(APIServerName(in), contract.APIServerComponent, in.Stoppable(APIServerReplicas(in.ControlPlane)), labels, pod)
+	if mounts != "" {
+		d.Spec.Template.Annotations[MountsHashAnnotation] = mounts
+	}
+	return d, nil
 }

@@ -1,6 +1,8 @@
 package components
 
 import (
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -65,4 +68,55 @@ func TestGatewayRoutesLeadToServicePorts(t *testing.T) {
 		}
 		assert.Equal(t, 3, routes, "the API server's, konnectivity's and the tunnel's")
 	}
+}
+
+// Every directory the controller mounts into the API server container is
+// one that admission keeps spec.deployment.apiServer.mounts out of.
+func TestAPIServerMountsStayInOwnedPaths(t *testing.T) {
+	in := goldenCases[0].input(t) // every file the spec can give
+	d, err := apiServerDeployment(in)
+	require.NoError(t, err)
+	user := map[string]bool{}
+	for name := range in.ControlPlane.Spec.Deployment.APIServer.Mounts {
+		user[contract.APIServerMountVolume(name)] = true
+	}
+	api := d.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "kube-apiserver", api.Name)
+	for _, m := range api.VolumeMounts {
+		if user[m.Name] {
+			continue
+		}
+		owned := false
+		for _, dir := range contract.APIServerOwnedPaths {
+			owned = owned || m.MountPath == dir || strings.HasPrefix(m.MountPath, dir+"/")
+		}
+		assert.True(t, owned, "volume %s at %s is in none of %v", m.Name, m.MountPath, contract.APIServerOwnedPaths)
+	}
+}
+
+// New content of a mount rolls the API servers; a change of OIDC
+// providers does not, as the API servers reload it; a new audit policy
+// does, as they read it at start only.
+func TestWhatRollsTheAPIServers(t *testing.T) {
+	template := func(in render.Input) map[string]string {
+		d, err := apiServerDeployment(in)
+		require.NoError(t, err)
+		return d.Spec.Template.Annotations
+	}
+	base := goldenCases[0].input(t)
+	before := template(base)
+
+	o := base.Observed
+	o.MountDigests = map[string]string{"admission": "changed", "authz": "m2"}
+	assert.NotEqual(t, before[MountsHashAnnotation], template(base.With(o))[MountsHashAnnotation], "mount content")
+
+	o = base.Observed
+	o.SecretDigests = maps.Clone(o.SecretDigests)
+	o.SecretDigests[authenticationName(base)] = "changed"
+	assert.Equal(t, before, template(base.With(o)), "authentication configuration")
+	o.SecretDigests[auditName(base)] = "changed"
+	assert.NotEqual(t, before[render.SecretsHashAnnotation], template(base.With(o))[render.SecretsHashAnnotation], "audit policy")
+
+	none := goldenCases[1].input(t)
+	assert.NotContains(t, template(none), MountsHashAnnotation, "no mounts, no new annotation: such control planes do not roll on upgrade")
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,9 +48,30 @@ type goldenCase struct {
 
 var goldenCases = []goldenCase{
 	{
+		// The closest peer's mode, with the API server files its users set.
 		name: "gateway",
 		cp: func(cp *v1alpha1.HostedControlPlane) {
 			cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+			cp.Spec.OIDCProviders = map[string]v1alpha1.OIDCProvider{
+				"https://sso.example.com": {
+					Audiences:            []string{"demo"},
+					ClaimMappings:        v1alpha1.OIDCClaimMappings{Username: "claims.email", Groups: "claims.groups"},
+					ClaimValidationRules: []v1alpha1.OIDCClaimValidationRule{{Expression: "claims.email_verified == true", Message: "email must be verified"}},
+				},
+				"https://login.example.org:8443/realms/k8s": {
+					CertificateAuthority: "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n",
+					Audiences:            []string{"demo", "kubectl"},
+					ClaimMappings:        v1alpha1.OIDCClaimMappings{Username: `"oidc:" + claims.sub`},
+				},
+			}
+			cp.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{
+				Mode:   ptr.To(v1alpha1.AuditBlocking),
+				Policy: auditv1.Policy{Rules: []auditv1.PolicyRule{{Level: auditv1.LevelMetadata}}},
+			}
+			cp.Spec.Deployment.APIServer.Mounts = map[string]v1alpha1.Mount{
+				"admission": {Path: "/etc/kubernetes/admission", ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "admission"}}},
+				"authz":     {Path: "/etc/authz", Secret: &corev1.SecretVolumeSource{SecretName: "authz", Optional: ptr.To(true)}},
+			}
 		},
 		listener: &contract.GatewayListener{Name: "tls", Domain: "k8s.example.com", Port: 443},
 		endpoint: clusterv1.APIEndpoint{Host: "demo.default.k8s.example.com", Port: 443},
@@ -135,6 +157,7 @@ func (c goldenCase) input(t testing.TB) render.Input {
 		Admin:         render.Credentials{Cert: []byte("admin certificate"), Key: []byte("admin key"), CA: []byte("cluster CA")},
 		ClusterCA:     []byte("cluster CA"),
 		Cilium:        c.cilium,
+		MountDigests:  map[string]string{"admission": "m1", "authz": "m2"},
 	}
 	if c.listener != nil {
 		observed.KonnectivityPort = c.listener.Port

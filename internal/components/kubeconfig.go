@@ -51,6 +51,15 @@ func (Configs) Condition() string { return v1alpha1.KubeconfigReadyCondition }
 func (Configs) Render(in render.Input) ([]client.Object, error) {
 	inCluster := fmt.Sprintf("https://%s.%s.svc:%d", contract.APIServerServiceName(in.ClusterName()), in.Namespace(), servicePort(in))
 	objs := []client.Object{egressSelector(in)}
+	for _, file := range []func(render.Input) (*corev1.Secret, error){authenticationConfig, auditPolicy} {
+		secret, err := file(in)
+		if err != nil {
+			return nil, err
+		}
+		if secret != nil {
+			objs = append(objs, secret)
+		}
+	}
 	for user, server := range map[string]string{
 		controllerManagerUser: inCluster,
 		schedulerUser:         inCluster,
@@ -72,6 +81,12 @@ func (Configs) Render(in render.Input) ([]client.Object, error) {
 	}
 	slices.SortFunc(objs, func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return objs, nil
+}
+
+// Prunes: the API server's authentication configuration and audit policy
+// go when the spec no longer sets them.
+func (Configs) Prunes() (string, []client.ObjectList) {
+	return contract.APIServerComponent, []client.ObjectList{&corev1.SecretList{}}
 }
 
 // Ready: a Secret in place is ready.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -52,6 +54,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
 	r.observeEncryption(ctx, s, in, &o)
+	if out, held := r.observeMounts(ctx, s.hcp, &o); held {
+		s.held[v1alpha1.APIServerReadyCondition] = out
+	}
 	s.facts = r.observeFacts(ctx, in)
 	if pods := s.facts.etcdPods; pods != nil {
 		m, err := r.etcd.Membership(ctx, r.client, in, pods.Items)
@@ -234,4 +239,57 @@ func restoreID(cp *v1alpha1.HostedControlPlane, written string) string {
 		return written
 	}
 	return ""
+}
+
+// observeMounts digests the ConfigMaps and Secrets that
+// spec.deployment.apiServer.mounts names, in the control plane's namespace.
+// They are the user's, outside the label-scoped cache, so they are read
+// past it; no watch reports their changes, so a change rolls the API
+// servers at the next pass, within the probe interval. A source that does
+// not exist holds the API servers, which keep running as they are.
+func (r *Reconciler) observeMounts(ctx context.Context, cp *v1alpha1.HostedControlPlane, o *render.Observed) (readiness.Outcome, bool) {
+	mounts := cp.Spec.Deployment.APIServer.Mounts
+	if len(mounts) == 0 {
+		return readiness.Outcome{}, false
+	}
+	o.MountDigests = map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(mounts)) {
+		m := mounts[name]
+		data, optional, err := r.mountData(ctx, cp.Namespace, m)
+		switch {
+		case apierrors.IsNotFound(err) && optional:
+			o.MountDigests[name] = ""
+		case apierrors.IsNotFound(err):
+			return readiness.Problem(v1alpha1.MountNotFoundReason,
+				"spec.deployment.apiServer.mounts[%s]: %s not found in namespace %s; create it or remove the mount", name, components.MountSource(m), cp.Namespace), true
+		case err != nil:
+			return failure(fmt.Errorf("read %s of spec.deployment.apiServer.mounts[%s]: %w", components.MountSource(m), name, err)), true
+		default:
+			o.MountDigests[name] = contract.DataDigest(data)
+		}
+	}
+	return readiness.Outcome{}, false
+}
+
+// mountData is the content of a mount's source, and whether it may be
+// missing.
+func (r *Reconciler) mountData(ctx context.Context, ns string, m v1alpha1.Mount) (map[string][]byte, bool, error) {
+	if m.ConfigMap != nil {
+		cm := &corev1.ConfigMap{}
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.ConfigMap.Name}, cm)
+		data := maps.Clone(cm.BinaryData)
+		if data == nil {
+			data = map[string][]byte{}
+		}
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+		return data, ptr.Deref(m.ConfigMap.Optional, false), err
+	}
+	secret := &corev1.Secret{}
+	if m.Secret == nil {
+		return nil, false, nil
+	}
+	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Secret.SecretName}, secret)
+	return secret.Data, ptr.Deref(m.Secret.Optional, false), err
 }

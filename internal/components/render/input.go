@@ -65,6 +65,11 @@ type Observed struct {
 	// by Secret name; a pod template carries them, so that new content
 	// rolls the pods.
 	SecretDigests map[string]string
+	// MountDigests are contract.DataDigest of the ConfigMaps and Secrets of
+	// spec.deployment.apiServer.mounts, by mount name (that of an optional
+	// source that does not exist is empty); the API server pod template
+	// carries them, so that new content rolls the API servers.
+	MountDigests map[string]string
 	// Admin is the admin client certificate the cluster kubeconfig embeds.
 	Admin Credentials
 	// ClusterCA is the cluster CA certificate (PEM) that joining workers pin.
