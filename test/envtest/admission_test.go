@@ -160,10 +160,6 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, etcd: {replicas: 2}}`),
 			`spec.etcd.replicas: Unsupported value: 2: supported values: "1", "3", "5"`,
 		},
-		"autoGrow without a ceiling": {
-			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 2Gi}}`),
-			"spec.etcd.maxVolumeSize: Required value: autoGrow needs the most it may grow each member's volume to, such as 8Gi",
-		},
 		"autoGrow ceiling below volumeSize": {
 			hcp(`{version: v1.33.0, etcd: {autoGrow: true, volumeSize: 4Gi, maxVolumeSize: 3Gi}}`),
 			`spec.etcd.maxVolumeSize: Invalid value: "3Gi": must be at least volumeSize (4Gi)`,
