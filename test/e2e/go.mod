@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cert-manager/cert-manager v1.21.2
+	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/hostedcp/cluster-api-provider-hosted v0.0.0
 	github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster v0.0.0
 	github.com/minio/minio-go/v7 v7.4.1
@@ -13,6 +14,7 @@ require (
 	golang.org/x/sync v0.23.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
+	k8s.io/apiserver v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/streaming v0.36.3
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
@@ -136,7 +138,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 	k8s.io/apiextensions-apiserver v0.36.3 // indirect
-	k8s.io/apiserver v0.36.3 // indirect
 	k8s.io/component-base v0.36.3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-aggregator v0.36.2 // indirect

@@ -64,7 +64,9 @@ spec:
 
 // A Cluster with a HostedControlPlane of two API servers and three etcd
 // members becomes Available; its kubeconfig reaches the hosted API server
-// from the host; the API servers scale up and down under a polling client
+// from the host; an OIDC issuer the test runs is trusted through
+// spec.oidcProviders and requests are audited to standard output (see
+// oidcAndAudit); the API servers scale up and down under a polling client
 // that sees no failed request; its network policies, enforced by
 // kube-router, keep another tenant's pod from its etcd and controllers and
 // its API servers from the management API server; a snapshot of its etcd
@@ -110,6 +112,10 @@ func TestHostedControlPlane(t *testing.T) {
 
 	t.Run("network policies keep other tenants out and the API servers in", func(t *testing.T) {
 		policiesEnforced(t, ns, "direct")
+	})
+
+	t.Run("an OIDC issuer's tokens are accepted and mapped, and requests are audited to standard output", func(t *testing.T) {
+		oidcAndAudit(t, ns, "direct")
 	})
 
 	t.Run("the API servers scale up and down with no failed request", func(t *testing.T) {
