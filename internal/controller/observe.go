@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,7 +34,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	s.held, s.done = map[string]readiness.Outcome{}, map[string]bool{}
 	in, err := render.NewInput(s.hcp, s.cluster, r.settings)
 	if err != nil {
-		s.held[v1alpha1.ClusterReadyCondition] = readiness.Problem(v1alpha1.ClusterNetworkMissingReason, "%v", err)
+		reason := v1alpha1.ClusterNetworkMissingReason
+		if errors.Is(err, render.ErrUnsupportedNetwork) {
+			reason = v1alpha1.ClusterNetworkUnsupportedReason
+		}
+		s.held[v1alpha1.ClusterReadyCondition] = readiness.Problem(reason, "%v", err)
 		return
 	}
 	stamp, later, err := rollout.NewStamp(s.hcp, r.settings, time.Now())

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -127,6 +128,10 @@ type Input struct {
 	dnsIP               net.IP
 }
 
+// ErrUnsupportedNetwork is a Cluster network the control plane cannot
+// serve yet.
+var ErrUnsupportedNetwork = errors.New("not supported yet")
+
 // NewInput checks what rendering needs from the control plane and its
 // Cluster, and prepares it. It has observed nothing yet (see With).
 func NewInput(cp *v1alpha1.HostedControlPlane, cluster *clusterv1.Cluster, settings Settings) (Input, error) {
@@ -136,6 +141,11 @@ func NewInput(cp *v1alpha1.HostedControlPlane, cluster *clusterv1.Cluster, setti
 		return Input{}, fmt.Errorf("spec.version: %w", err)
 	}
 	in.version = v
+	network := cluster.Spec.ClusterNetwork
+	if len(network.Services.CIDRBlocks) > 1 || len(network.Pods.CIDRBlocks) > 1 {
+		return Input{}, fmt.Errorf("%w: cluster %s sets two service or pod networks (dual-stack), which the API server, controller manager, CoreDNS and kube-proxy are not given yet; "+
+			"set one family in spec.clusterNetwork.services.cidrBlocks and pods.cidrBlocks", ErrUnsupportedNetwork, cluster.Name)
+	}
 	cidr := in.ServiceCIDR()
 	if cidr == "" {
 		return Input{}, fmt.Errorf("cluster %s has no spec.clusterNetwork.services.cidrBlocks: set the workload cluster's service network, such as 10.96.0.0/12", cluster.Name)
