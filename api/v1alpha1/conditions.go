@@ -65,7 +65,8 @@ const HostnameConflictReason = "HostnameConflict"
 
 // MountNotFoundReason on APIServerReady: a ConfigMap or Secret of
 // spec.deployment.apiServer.mounts does not exist (and is not optional),
-// so the API servers keep running the spec before it.
+// or the Secret of the audit webhook's token, or its key, does not, so the
+// API servers keep running the spec before it.
 const MountNotFoundReason = "MountNotFound"
 
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks

@@ -369,18 +369,19 @@ type Audit struct {
 	// +optional
 	Mode *AuditMode `json:"mode,omitempty"`
 
-	// webhook sends the events to webhook targets instead of the API
+	// webhook also sends the events to a webhook target, beside the API
 	// server's standard output.
 	// +optional
 	Webhook *AuditWebhook `json:"webhook,omitempty"`
 }
 
-// AuditWebhook sends audit events to one or more targets through a
-// container beside the API server.
+// AuditWebhook sends audit events to webhook targets. The API server posts
+// to one target itself; more, and the container fields (image, args,
+// resources) of a forwarder beside it, are refused as not supported yet.
 type AuditWebhook struct {
 	Container `json:",inline"`
 
-	// targets receive every event.
+	// targets receive every event; one for now.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -390,16 +391,27 @@ type AuditWebhook struct {
 
 // AuditWebhookTarget is a server that receives audit events.
 type AuditWebhookTarget struct {
-	// server is the https URL the events are posted to.
+	// server is the https URL the events are posted to (as an
+	// audit.k8s.io EventList).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Server string `json:"server"`
 
+	// certificateAuthority is the PEM encoded CA bundle that verifies the
+	// server's certificate; the system's roots when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	CertificateAuthority string `json:"certificateAuthority,omitempty"`
+
 	// authentication is the bearer token the events are posted with.
 	// +optional
 	Authentication *AuditWebhookAuthentication `json:"authentication,omitempty"`
 }
+
+// DefaultAuditTokenKey is the key of an audit webhook target's token when
+// tokenKey is unset.
+const DefaultAuditTokenKey = "token"
 
 // AuditWebhookAuthentication names the Secret key that holds a bearer
 // token.
@@ -418,7 +430,8 @@ type AuditWebhookAuthentication struct {
 	// +kubebuilder:validation:MaxLength=63
 	SecretNamespace *string `json:"secretNamespace,omitempty"`
 
-	// tokenKey is the key of the token in the Secret; token when unset.
+	// tokenKey is the key of the token in the Secret; token when unset
+	// (DefaultAuditTokenKey).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	TokenKey *string `json:"tokenKey,omitempty"`

@@ -126,12 +126,22 @@ func apiServerDisruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 	}
 }
 
-// issuerPorts are the TCP ports of the OIDC providers' issuer URLs, once
-// each, in order.
-func issuerPorts(in render.Input) []networkingv1.NetworkPolicyPort {
-	var numbers []int32
+// outsidePorts are the TCP ports of the servers outside the management
+// cluster the API servers reach: the OIDC providers' issuers and the audit
+// webhook target, once each, in order.
+func outsidePorts(in render.Input) []networkingv1.NetworkPolicyPort {
+	var servers []string
 	for issuer := range in.ControlPlane.Spec.OIDCProviders {
-		u, err := url.Parse(issuer)
+		servers = append(servers, issuer)
+	}
+	if audit := in.ControlPlane.Spec.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil {
+		for _, target := range audit.Webhook.Targets {
+			servers = append(servers, target.Server)
+		}
+	}
+	var numbers []int32
+	for _, server := range servers {
+		u, err := url.Parse(server)
 		if err != nil {
 			continue // refused by admission
 		}
@@ -154,9 +164,9 @@ func issuerPorts(in render.Input) []networkingv1.NetworkPolicyPort {
 // apiServerNetworkPolicies: the API servers answer everyone on their two
 // ports (three with gateway mode's tunnel): clients, the Gateway and
 // konnectivity agents come from anywhere. They reach only their etcd and
-// DNS, which resolves its Service, and, with spec.oidcProviders, the ports
-// of the issuers outside the management cluster's API server and metadata
-// addresses, for the issuers' discovery documents and keys. Everything
+// DNS, which resolves its Service, and, with spec.oidcProviders or an audit
+// webhook, the ports of the issuers and of the webhook target outside the
+// management cluster's API server and metadata addresses. Everything
 // else they send goes out through konnectivity, whose agents dial in (kubelets, webhooks and
 // aggregated API servers of the workload cluster, by the egress selector);
 // the konnectivity server and the tunnel reach the API server beside them on
@@ -171,10 +181,11 @@ func apiServerNetworkPolicies(in render.Input) []client.Object {
 		{To: []networkingv1.NetworkPolicyPeer{in.PodsOf(contract.EtcdComponent)}, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
 		render.DNS(),
 	}
-	if issuers := issuerPorts(in); len(issuers) > 0 {
-		// The OIDC providers' discovery documents and keys, outside the
-		// management cluster's API server and metadata addresses.
-		egress = append(egress, in.Outside(issuers...))
+	if ports := outsidePorts(in); len(ports) > 0 {
+		// The OIDC providers' discovery documents and keys, and the audit
+		// webhook, outside the management cluster's API server and
+		// metadata addresses.
+		egress = append(egress, in.Outside(ports...))
 	}
 	return in.NetworkPolicies(contract.APIServerComponent, render.Traffic{
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: ports}},

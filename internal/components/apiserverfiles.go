@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -52,7 +53,18 @@ func auditPolicy(in render.Input) (*corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	return configSecret(in, auditName(in), contract.AuditPolicyFile, data), nil
+	secret := configSecret(in, auditName(in), contract.AuditPolicyFile, data)
+	if audit.Webhook != nil && len(audit.Webhook.Targets) > 0 {
+		target := audit.Webhook.Targets[0]
+		kubeconfig, err := encodeKubeconfig("audit", &clientcmdapi.Cluster{
+			Server: target.Server, CertificateAuthorityData: []byte(target.CertificateAuthority),
+		}, "audit", &clientcmdapi.AuthInfo{Token: string(in.AuditWebhookToken)})
+		if err != nil {
+			return nil, err
+		}
+		secret.Data[contract.AuditWebhookConfigFile] = kubeconfig
+	}
+	return secret, nil
 }
 
 func configSecret(in render.Input, name, key string, data []byte) *corev1.Secret {
@@ -75,7 +87,11 @@ func apiServerFileArgs(in render.Input, args map[string]string) {
 		args["audit-policy-file"] = contract.APIServerAuditDir + "/" + contract.AuditPolicyFile
 		// Standard output, which the management cluster's logging collects.
 		args["audit-log-path"] = "-"
-		args["audit-log-mode"] = string(ptr.Deref(audit.Mode, "batch"))
+		args["audit-log-mode"] = string(ptr.Deref(audit.Mode, v1alpha1.AuditBatch))
+		if audit.Webhook != nil {
+			args["audit-webhook-config-file"] = contract.APIServerAuditDir + "/" + contract.AuditWebhookConfigFile
+			args["audit-webhook-mode"] = string(ptr.Deref(audit.Mode, v1alpha1.AuditBatch))
+		}
 	}
 }
 

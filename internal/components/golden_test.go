@@ -67,6 +67,10 @@ var goldenCases = []goldenCase{
 			cp.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{
 				Mode:   ptr.To(v1alpha1.AuditBlocking),
 				Policy: auditv1.Policy{Rules: []auditv1.PolicyRule{{Level: auditv1.LevelMetadata}}},
+				Webhook: &v1alpha1.AuditWebhook{Targets: []v1alpha1.AuditWebhookTarget{{
+					Server:         "https://audit.example.com:9443/events",
+					Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "audit-token"},
+				}}},
 			}
 			cp.Spec.Deployment.APIServer.Mounts = map[string]v1alpha1.Mount{
 				"admission": {Path: "/etc/kubernetes/admission", ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "admission"}}},
@@ -158,6 +162,9 @@ func (c goldenCase) input(t testing.TB) render.Input {
 		ClusterCA:     []byte("cluster CA"),
 		Cilium:        c.cilium,
 		MountDigests:  map[string]string{"admission": "m1", "authz": "m2"},
+	}
+	if audit := cp.Spec.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil {
+		observed.AuditWebhookToken = []byte("audit token")
 	}
 	if c.listener != nil {
 		observed.KonnectivityPort = c.listener.Port

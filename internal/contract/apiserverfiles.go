@@ -21,6 +21,7 @@ var APIServerOwnedPaths = []string{
 const (
 	AuthenticationConfigFile = "authentication-config.yaml"
 	AuditPolicyFile          = "audit-policy.yaml"
+	AuditWebhookConfigFile   = "audit-webhook.kubeconfig"
 )
 
 // APIServerMountVolume is the pod volume of the mount named name in

@@ -55,13 +55,18 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if out, held := r.observeExposure(ctx, s.hcp, in, &o); held {
 		s.held[v1alpha1.ExposureReadyCondition] = out
 	}
+	// The audit webhook's token is among what the controller renders into
+	// a Secret, so it is read before those Secrets are digested.
+	if out, held := r.observeAuditToken(ctx, s.hcp, &o); held {
+		s.held[v1alpha1.APIServerReadyCondition] = out
+	}
+	if out, held := r.observeMounts(ctx, s.hcp, &o); held {
+		s.held[v1alpha1.APIServerReadyCondition] = out
+	}
 	if err := r.observeSecrets(ctx, s.hcp, in, &o); err != nil {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
 	r.observeEncryption(ctx, s, in, &o)
-	if out, held := r.observeMounts(ctx, s.hcp, &o); held {
-		s.held[v1alpha1.APIServerReadyCondition] = out
-	}
 	s.facts = r.observeFacts(ctx, in)
 	if pods := s.facts.etcdPods; pods != nil {
 		m, err := r.etcd.Membership(ctx, r.client, in, pods.Items)
@@ -177,7 +182,7 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 			}
 		}
 	}
-	rendered, err := components.RenderedSecretDigests(in)
+	rendered, err := components.RenderedSecretDigests(in.With(*o))
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,15 @@ package webhooks
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apiserverconfig"
@@ -51,8 +54,52 @@ func renderedArgs(path *field.Path, args map[string]string, from string, rendere
 func validateAudit(path *field.Path, audit *v1alpha1.Audit) field.ErrorList {
 	errs := apiserverconfig.ValidateAuditPolicy(path.Child("policy"), &audit.Policy)
 	if audit.Webhook != nil {
-		errs = append(errs, field.Forbidden(path.Child("webhook"),
-			"not supported yet: audit events go to the API server's standard output; remove webhook"))
+		errs = append(errs, validateAuditWebhook(path.Child("webhook"), audit.Webhook)...)
+	}
+	return errs
+}
+
+// validateAuditWebhook: one https target, which the API server posts to
+// itself, with a CA that parses and a token Secret of a valid name and
+// key. A forwarder beside the API server, which more targets and the
+// container fields would need, is not built.
+func validateAuditWebhook(path *field.Path, w *v1alpha1.AuditWebhook) field.ErrorList {
+	var errs field.ErrorList
+	if w.Image != nil || w.ImagePullPolicy != nil || len(w.Args) > 0 || w.Resources != nil {
+		errs = append(errs, field.Forbidden(path, "not supported yet: image, imagePullPolicy, args and resources of a forwarder "+
+			"beside the API server; the API server posts to its one target itself, so remove them"))
+	}
+	if len(w.Targets) > 1 {
+		errs = append(errs, field.Forbidden(path.Child("targets"), fmt.Sprintf(
+			"not supported yet: %d targets; the API server posts to one itself, so keep one", len(w.Targets))))
+	}
+	for i, target := range w.Targets {
+		at := path.Child("targets").Index(i)
+		if u, err := url.Parse(target.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, field.Invalid(at.Child("server"), target.Server, "must be an https URL, such as https://audit.example.com/events"))
+		}
+		if ca := target.CertificateAuthority; ca != "" {
+			if _, err := cert.NewPoolFromBytes([]byte(ca)); err != nil {
+				errs = append(errs, field.Invalid(at.Child("certificateAuthority"), "<omitted>", "must be PEM encoded certificates: "+err.Error()))
+			}
+		}
+		if auth := target.Authentication; auth != nil {
+			errs = append(errs, validateTokenSecret(at.Child("authentication"), auth)...)
+		}
+	}
+	return errs
+}
+
+func validateTokenSecret(path *field.Path, auth *v1alpha1.AuditWebhookAuthentication) field.ErrorList {
+	errs := objectName(path.Child("secretName"), auth.SecretName, "Secret", validation.IsDNS1123Subdomain,
+		"name the Secret that holds the target's bearer token")
+	if ns := auth.SecretNamespace; ns != nil {
+		for _, msg := range validation.IsDNS1123Label(*ns) {
+			errs = append(errs, field.Invalid(path.Child("secretNamespace"), *ns, "must be a namespace name: "+msg))
+		}
+	}
+	if key := ptr.Deref(auth.TokenKey, v1alpha1.DefaultAuditTokenKey); len(validation.IsConfigMapKey(key)) > 0 {
+		errs = append(errs, field.Invalid(path.Child("tokenKey"), key, "must be a key of a Secret's data: "+strings.Join(validation.IsConfigMapKey(key), "; ")))
 	}
 	return errs
 }

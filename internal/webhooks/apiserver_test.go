@@ -108,9 +108,21 @@ func TestAPIServerSettingsRefusedNamingTheField(t *testing.T) {
 			`deployment: {scheduler: {replicas: 0}}`,
 			`spec.deployment.scheduler.replicas: Invalid value: 0: must be at least 1`,
 		},
-		"an audit webhook": {
-			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://audit.example.com"}]}}}}`,
-			`spec.deployment.apiServer.audit.webhook: Forbidden: not supported yet`,
+		"two audit webhook targets": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com"}, {server: "https://b.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.targets: Forbidden: not supported yet: 2 targets`,
+		},
+		"an audit webhook forwarder": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {image: {tag: "1.27"}, targets: [{server: "https://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook: Forbidden: not supported yet: image, imagePullPolicy, args and resources`,
+		},
+		"an audit webhook over http": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "http://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.targets[0].server: Invalid value: "http://a.example.com": must be an https URL`,
+		},
+		"an audit webhook token key no Secret has": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com", authentication: {secretName: t, tokenKey: "a/b"}}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.targets[0].authentication.tokenKey: Invalid value: "a/b"`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -136,6 +148,7 @@ deployment:
     audit:
       mode: blocking
       policy: {apiVersion: audit.k8s.io/v1, kind: Policy, rules: [{level: Metadata}]}
+      webhook: {targets: [{server: "https://audit.example.com/events", authentication: {secretName: audit-token, secretNamespace: logging}}]}
     mounts:
       admission: {path: /etc/kubernetes/admission, configMap: {name: admission}}
       authz: {path: /etc/authz, secret: {secretName: authz}}

@@ -286,6 +286,13 @@ func ReferenceWarnings(hcp *v1alpha1.HostedControlPlane) []string {
 	if b := etcd.Backup; b != nil && b.Secret.Namespace != nil && *b.Secret.Namespace != hcp.Namespace {
 		grant("spec.etcd.backup.secret", "Secret", *b.Secret.Namespace, b.Secret.Name)
 	}
+	if audit := hcp.Spec.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil {
+		for i, target := range audit.Webhook.Targets {
+			if a := target.Authentication; a != nil && a.SecretNamespace != nil && *a.SecretNamespace != hcp.Namespace {
+				grant(fmt.Sprintf("spec.deployment.apiServer.audit.webhook.targets[%d].authentication", i), "Secret", *a.SecretNamespace, a.SecretName)
+			}
+		}
+	}
 	if r := etcd.Restore; r != nil {
 		if ns, name, ok := strings.Cut(r.FromCluster, "/"); ok && ns != hcp.Namespace {
 			grant("spec.etcd.restore.fromCluster", "Cluster", ns, name)

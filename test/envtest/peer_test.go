@@ -188,9 +188,9 @@ func TestAPIServerFilesRefused(t *testing.T) {
 			hcp(`{version: v1.36.3, deployment: {scheduler: {replicas: 0}}}`),
 			`spec.deployment.scheduler.replicas: Invalid value: 0: must be at least 1`,
 		},
-		"an audit webhook": {
-			hcp(`{version: v1.36.3, deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://audit.example.com"}]}}}}}`),
-			`spec.deployment.apiServer.audit.webhook: Forbidden: not supported yet`,
+		"two audit webhook targets": {
+			hcp(`{version: v1.36.3, deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com"}, {server: "https://b.example.com"}]}}}}}`),
+			`spec.deployment.apiServer.audit.webhook.targets: Forbidden: not supported yet`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

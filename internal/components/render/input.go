@@ -71,6 +71,9 @@ type Observed struct {
 	// source that does not exist is empty); the API server pod template
 	// carries them, so that new content rolls the API servers.
 	MountDigests map[string]string
+	// AuditWebhookToken is the bearer token of the audit webhook target,
+	// read from its Secret where a grant allows it; nil without one.
+	AuditWebhookToken []byte
 	// Admin is the admin client certificate the cluster kubeconfig embeds.
 	Admin Credentials
 	// ClusterCA is the cluster CA certificate (PEM) that joining workers pin.
