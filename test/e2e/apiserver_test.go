@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +88,61 @@ func (iss *issuer) token(t *testing.T, audience string, extra map[string]any) st
 	return raw
 }
 
+// auditReceiver is an audit webhook target on the host's external address,
+// with a CA of its own, that keeps the events posted with its token.
+type auditReceiver struct {
+	url, token string
+	ca         []byte
+	mu         sync.Mutex
+	events     []auditv1.Event
+}
+
+func startAuditReceiver(t *testing.T) *auditReceiver {
+	t.Helper()
+	ca, err := pkitest.NewCA("audit-ca")
+	require.NoError(t, err)
+	kp, err := ca.Issue("audit", nil, cluster.ExternalAddress)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, kp.Write(dir, "tls"))
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.ExternalAddress, "0"))
+	require.NoError(t, err)
+	rcv := &auditReceiver{url: "https://" + l.Addr().String() + "/events", token: randomHex(t), ca: ca.CertPEM()}
+	server := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+rcv.token {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		list := auditv1.EventList{}
+		if err := json.NewDecoder(r.Body).Decode(&list); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rcv.mu.Lock()
+		rcv.events = append(rcv.events, list.Items...)
+		rcv.mu.Unlock()
+	})}
+	go func() { _ = server.ServeTLS(l, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")) }()
+	t.Cleanup(func() { _ = server.Close() })
+	return rcv
+}
+
+// received is whether the receiver has the event of creating configMap.
+func (rcv *auditReceiver) received(configMap string) error {
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for _, e := range rcv.events {
+		if createdConfigMap(&e, configMap) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no audit event of creating ConfigMap %s among the %d the webhook received", configMap, len(rcv.events))
+}
+
+func createdConfigMap(e *auditv1.Event, name string) bool {
+	return e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == name && e.Level == auditv1.LevelMetadata
+}
+
 // whoAmI asks the hosted API server who a bearer token is.
 func whoAmI(t *testing.T, admin *rest.Config, token string) (authenticationv1.UserInfo, error) {
 	t.Helper()
@@ -106,10 +162,14 @@ func whoAmI(t *testing.T, admin *rest.Config, token string) (authenticationv1.Us
 // cluster: a token of the provider is accepted and mapped by the claim
 // rules, one for another audience or failing a rule is refused; a change of
 // the provider's mappings takes effect without restarting an API server;
-// a request's audit event reaches the API server's standard output.
+// a request's audit event reaches the API server's standard output and a
+// webhook target the test runs, posted with the token of a Secret.
 func oidcAndAudit(t *testing.T, ns, name string) {
-	iss := startIssuer(t)
+	iss, receiver := startIssuer(t), startAuditReceiver(t)
 	key := client.ObjectKey{Namespace: ns, Name: name}
+	require.NoError(t, k8s.Create(testContext(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "audit-token"}, Data: map[string][]byte{"token": []byte(receiver.token)},
+	}))
 	provider := func(prefix string) v1alpha1.OIDCProvider {
 		return v1alpha1.OIDCProvider{
 			CertificateAuthority: string(iss.ca),
@@ -124,7 +184,10 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 	hcp.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{Policy: auditv1.Policy{Rules: []auditv1.PolicyRule{
 		{Level: auditv1.LevelMetadata, Resources: []auditv1.GroupResources{{Resources: []string{"configmaps"}}}},
 		{Level: auditv1.LevelNone},
-	}}}
+	}}, Webhook: &v1alpha1.AuditWebhook{Targets: []v1alpha1.AuditWebhookTarget{{
+		Server: receiver.url, CertificateAuthority: string(receiver.ca),
+		Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "audit-token"},
+	}}}}
 	require.NoError(t, k8s.Update(testContext(t), hcp))
 	start := time.Now()
 	admin := hostedConfig(t, ns, name)
@@ -150,13 +213,16 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 	_, err = whoAmI(t, admin, iss.token(t, name, map[string]any{"team": "sales"}))
 	assert.True(t, apierrors.IsUnauthorized(err), "a token failing a claim rule is refused: %v", err)
 
-	t.Run("a request's audit event reaches the API server's standard output", func(t *testing.T) {
+	t.Run("a request's audit event reaches the API server's standard output and the webhook target", func(t *testing.T) {
 		hosted, err := kubernetes.NewForConfig(admin)
 		require.NoError(t, err)
 		_, err = hosted.CoreV1().ConfigMaps("default").Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		eventually(t, time.Minute, "the audit event of the create is logged", func() error {
 			return auditEventLogged(t, ns, name, "audited")
+		})
+		eventually(t, time.Minute, "the audit event of the create reaches the webhook", func() error {
+			return receiver.received("audited")
 		})
 	})
 
@@ -217,8 +283,7 @@ func auditEventLogged(t *testing.T, ns, name, configMap string) error {
 				continue
 			}
 			event := auditv1.Event{}
-			if json.Unmarshal([]byte(line), &event) == nil && event.Verb == "create" && event.ObjectRef != nil &&
-				event.ObjectRef.Resource == "configmaps" && event.ObjectRef.Name == configMap && event.Level == auditv1.LevelMetadata {
+			if json.Unmarshal([]byte(line), &event) == nil && createdConfigMap(&event, configMap) {
 				_ = logs.Close()
 				return nil
 			}
@@ -227,4 +292,3 @@ func auditEventLogged(t *testing.T, ns, name, configMap string) error {
 	}
 	return fmt.Errorf("no audit event of creating ConfigMap %s in the logs of the API servers", configMap)
 }
-

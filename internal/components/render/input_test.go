@@ -24,8 +24,12 @@ func TestDualStackIsRefusedNotIgnored(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, change := range map[string]func(*clusterv1.Cluster){
-		"services": func(c *clusterv1.Cluster) { c.Spec.ClusterNetwork.Services.CIDRBlocks = append(c.Spec.ClusterNetwork.Services.CIDRBlocks, "fd00:10:96::/112") },
-		"pods":     func(c *clusterv1.Cluster) { c.Spec.ClusterNetwork.Pods.CIDRBlocks = append(c.Spec.ClusterNetwork.Pods.CIDRBlocks, "fd00:10:244::/56") },
+		"services": func(c *clusterv1.Cluster) {
+			c.Spec.ClusterNetwork.Services.CIDRBlocks = append(c.Spec.ClusterNetwork.Services.CIDRBlocks, "fd00:10:96::/112")
+		},
+		"pods": func(c *clusterv1.Cluster) {
+			c.Spec.ClusterNetwork.Pods.CIDRBlocks = append(c.Spec.ClusterNetwork.Pods.CIDRBlocks, "fd00:10:244::/56")
+		},
 	} {
 		dual := cluster.DeepCopy()
 		change(dual)
