@@ -30,9 +30,11 @@ import (
 //	spec.deployment.apiServer.audit                   same                          Secret <cluster>-audit, mounted at /etc/kubernetes/audit
 //	  .policy (audit.k8s.io/v1 Policy)                same type                     audit-policy.yaml; --audit-policy-file; a change rolls the API servers
 //	  .mode (batch|blocking|blocking-strict)          same enum, default batch      --audit-log-mode
-//	  .webhook{image,args,resources,targets[]}        same shape                    refused: not supported yet (events go to standard output,
-//	    .targets[]{server, authentication{            same shape                    --audit-log-path=-)
-//	      secretName, secretNamespace, tokenKey}}
+//	  (events always)                                                               --audit-log-path=-: the API server's standard output
+//	  .webhook.targets[] (one)                        same shape, + certificateAuthority  audit-webhook.kubeconfig in <cluster>-audit, --audit-webhook-config-file,
+//	    {server, authentication{secretName,                                         --audit-webhook-mode; the token read under the ReferenceGrant rule;
+//	    secretNamespace, tokenKey}}                                                  API server egress to the target's port
+//	  .webhook{image,args,resources}, 2+ targets      same shape                    refused: not supported yet (the peer's nginx forwarder)
 //	spec.deployment.apiServer.mounts{<name>}          same map                      volume mount-<name>, mounted read-only at path in kube-apiserver;
 //	  .path                                           same                          a digest of the content in the pod template (a change rolls)
 //	  .configMap (ConfigMapVolumeSource)              same type                     the volume's configMap
