@@ -18,6 +18,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -204,6 +206,7 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 		return nil
 	})
 	t.Logf("the API servers accept the issuer's tokens %s after the providers were set", time.Since(start).Round(time.Second))
+	apiServersRolledOut(t, key)
 	user, err := whoAmI(t, admin, iss.token(t, name, platform))
 	require.NoError(t, err)
 	assert.Contains(t, user.Groups, "devs", "groups mapped from the groups claim")
@@ -221,7 +224,8 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 		eventually(t, time.Minute, "the audit event of the create is logged", func() error {
 			return auditEventLogged(t, ns, name, "audited")
 		})
-		eventually(t, time.Minute, "the audit event of the create reaches the webhook", func() error {
+		// The API server posts a batch at most 30s after its first event.
+		eventually(t, 2*time.Minute, "the audit event of the create reaches the webhook", func() error {
 			return receiver.received("audited")
 		})
 	})
@@ -244,6 +248,23 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 		})
 		t.Logf("the API servers map tokens anew %s after the change", time.Since(start).Round(time.Second))
 		assert.Equal(t, pods, apiServerPods(t, ns, name), "the same API server pods, never restarted")
+	})
+}
+
+// apiServersRolledOut waits until every API server pod runs the
+// Deployment's newest template and is ready.
+func apiServersRolledOut(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	eventually(t, 5*time.Minute, "the API servers rolled out", func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(testContext(t), client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-apiserver"}, d); err != nil {
+			return err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		if s := d.Status; d.Generation != s.ObservedGeneration || s.Replicas != want || s.UpdatedReplicas != want || s.ReadyReplicas != want {
+			return fmt.Errorf("generation %d observed %d: %d pods, %d up to date, %d ready of %d", d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, want)
+		}
+		return nil
 	})
 }
 
