@@ -24,6 +24,12 @@ import (
 func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) field.ErrorList {
 	pod := spec.Child("deployment", "apiServer")
 	errs := apiserverconfig.ValidateOIDCProviders(spec.Child("oidcProviders"), s.OIDCProviders)
+	if issuer, set := s.Deployment.APIServer.Args["service-account-issuer"]; set {
+		if _, clash := s.OIDCProviders[issuer]; clash {
+			errs = append(errs, field.Forbidden(spec.Child("oidcProviders").Key(issuer),
+				"is the API server's own service account issuer (spec.deployment.apiServer.args[service-account-issuer]), which it refuses as a JWT issuer"))
+		}
+	}
 	if len(s.OIDCProviders) > 0 {
 		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, "spec.oidcProviders",
 			func(flag string) bool { return flag == "authentication-config" || strings.HasPrefix(flag, "oidc-") })...)

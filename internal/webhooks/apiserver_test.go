@@ -40,6 +40,10 @@ func TestAPIServerSettingsRefusedNamingTheField(t *testing.T) {
 			`oidcProviders: {"https://kubernetes.default.svc.cluster.local": ` + provider + `}`,
 			`spec.oidcProviders[https://kubernetes.default.svc.cluster.local]: Forbidden: is reserved`,
 		},
+		"the API server's own issuer set in args": {
+			`{oidcProviders: {"https://issuer.example.com": ` + provider + `}, deployment: {apiServer: {args: {service-account-issuer: "https://issuer.example.com"}}}}`,
+			`spec.oidcProviders[https://issuer.example.com]: Forbidden: is the API server's own service account issuer`,
+		},
 		"duplicate audiences": {
 			`oidcProviders: {"https://sso.example.com": {audiences: [a, a], claimMappings: {username: claims.sub}}}`,
 			`spec.oidcProviders[https://sso.example.com].audiences[1]: Duplicate value: "a"`,
