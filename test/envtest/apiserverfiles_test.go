@@ -89,7 +89,7 @@ func TestAPIServerFilesReachTheAPIServers(t *testing.T) {
 	waitFor(t, "the authentication configuration gone", func() error {
 		err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "files-authentication"}, &corev1.Secret{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Secret files-authentication: %v", err)
+			return fmt.Errorf("Secret files-authentication: %w", err)
 		}
 		d := get(t, &appsv1.Deployment{}, ns, "files-apiserver")
 		if strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--authentication-config") {
