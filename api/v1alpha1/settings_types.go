@@ -86,8 +86,7 @@ type ControlPlaneSettings struct {
 	// +kubebuilder:default={}
 	KubeProxy KubeProxySpec `json:"kubeProxy,omitempty"`
 
-	// certificates sets the lifetimes of the control plane's certificate
-	// authorities.
+	// certificates sets the lifetimes of the control plane's certificates.
 	// +optional
 	// +kubebuilder:default={}
 	Certificates CertificatesSpec `json:"certificates,omitempty"`
@@ -617,15 +616,32 @@ type EtcdBackupSecret struct {
 	CAKey *string `json:"caKey,omitempty"`
 }
 
-// CertificatesSpec sets certificate authority lifetimes.
+// CertificatesSpec sets the lifetimes of the control plane's certificates.
+// cert-manager renews each one when two thirds of its lifetime have passed.
 type CertificatesSpec struct {
-	// rootCaCertificateDuration is the lifetime of the root certificate
-	// authority. At least 24h, and at least caCertificateDuration.
+	// rootCaCertificateDuration is the lifetime of the cluster CA, the root
+	// that signs the etcd and front-proxy CAs. At least 24h, and at least
+	// caCertificateDuration. Default 87600h (ten years).
 	// +optional
 	RootCACertificateDuration *metav1.Duration `json:"rootCaCertificateDuration,omitempty"`
 
-	// caCertificateDuration is the lifetime of the cluster, etcd and
-	// front-proxy certificate authorities. At least 24h.
+	// caCertificateDuration is the lifetime of the etcd and front-proxy
+	// certificate authorities. At least 24h. Default 43800h (five years).
 	// +optional
 	CACertificateDuration *metav1.Duration `json:"caCertificateDuration,omitempty"`
+
+	// leafCertificateDuration is the lifetime of every other certificate of
+	// the control plane (serving and client certificates of etcd, the API
+	// servers, the controllers and konnectivity) but the admin's. From 1h
+	// to 8760h (a year), and at most the lifetimes of the authorities.
+	// Default 8760h, or the shortest authority lifetime when that is less.
+	// +optional
+	LeafCertificateDuration *metav1.Duration `json:"leafCertificateDuration,omitempty"`
+
+	// kubeconfigCertificateDuration is the lifetime of the admin client
+	// certificate that <cluster>-kubeconfig embeds: it leaves the management
+	// cluster, so it is short. From 1h to 8760h, and at most
+	// rootCaCertificateDuration. Default 24h.
+	// +optional
+	KubeconfigCertificateDuration *metav1.Duration `json:"kubeconfigCertificateDuration,omitempty"`
 }

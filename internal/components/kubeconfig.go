@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,13 +122,6 @@ func encodeKubeconfig(clusterName string, cluster *clientcmdapi.Cluster, user st
 	return data, nil
 }
 
-// The admin certificate is short-lived: the admin kubeconfig leaves the
-// management cluster, and cert-manager renews it long before it expires.
-const (
-	AdminDuration    = 24 * time.Hour
-	AdminRenewBefore = 8 * time.Hour
-)
-
 // ClusterKubeconfig is <cluster>-kubeconfig, the admin kubeconfig Cluster
 // API and users reach the workload cluster with. It embeds the admin client
 // certificate the controller observed (Input.Admin).
@@ -147,8 +139,9 @@ func AdminSecret(in render.Input) string { return in.Name("admin") }
 // Certificates are the admin client certificate's.
 func (ClusterKubeconfig) Certificates(in render.Input) []*cmv1.Certificate {
 	admin := in.ClientCertificate(AdminSecret(in), in.CASecret(), "kubernetes-admin", "system:masters")
-	admin.Spec.Duration = &metav1.Duration{Duration: AdminDuration}
-	admin.Spec.RenewBefore = &metav1.Duration{Duration: AdminRenewBefore}
+	// Short-lived (spec.certificates.kubeconfigCertificateDuration): the
+	// admin kubeconfig leaves the management cluster.
+	admin.Spec.Duration = &metav1.Duration{Duration: in.Lifetimes().Kubeconfig}
 	return []*cmv1.Certificate{admin}
 }
 

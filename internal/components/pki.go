@@ -17,12 +17,6 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
 
-// Lifetimes of the certificate authorities, unless the spec sets them.
-const (
-	DefaultRootCADuration = 10 * 365 * 24 * time.Hour
-	DefaultCADuration     = 5 * 365 * 24 * time.Hour
-)
-
 // PKI is the control plane's cert-manager PKI: the roots it owns (a
 // self-signed cluster CA, the etcd and front-proxy CAs it signs, the service
 // account key) and, issued with them, the certificates each component
@@ -41,9 +35,7 @@ func (PKI) Condition() string { return v1alpha1.CertificatesReadyCondition }
 // lists the ones still pending).
 func (PKI) Render(in render.Input) ([]client.Object, error) {
 	objs := roots(in)
-	for _, part := range []certified{
-		ClusterKubeconfig{}, APIServer{}, etcd.Component{}, ControllerManager{}, Scheduler{}, konnectivityServer{}, tunnelServer{},
-	} {
+	for _, part := range certifiedParts() {
 		for _, c := range part.Certificates(in) {
 			objs = append(objs, c)
 		}
@@ -56,25 +48,27 @@ type certified interface {
 	Certificates(in render.Input) []*cmv1.Certificate
 }
 
+// certifiedParts are the parts with certificates, in the order the golden
+// files pin.
+func certifiedParts() []certified {
+	return []certified{
+		ClusterKubeconfig{}, APIServer{}, etcd.Component{}, ControllerManager{}, Scheduler{}, konnectivityServer{}, tunnelServer{},
+	}
+}
+
 // roots are the certificate authorities, each with the Issuer that signs
 // with it, and the service account key. CA keys survive renewal, so a
 // renewed CA still verifies every certificate it signed.
 func roots(in render.Input) []client.Object {
-	rootDuration, caDuration := DefaultRootCADuration, DefaultCADuration
-	if d := in.ControlPlane.Spec.Certificates.RootCACertificateDuration; d != nil {
-		rootDuration = d.Duration
-	}
-	if d := in.ControlPlane.Spec.Certificates.CACertificateDuration; d != nil {
-		caDuration = d.Duration
-	}
+	lifetimes := in.Lifetimes()
 	selfSigned := in.Name("selfsigned")
 	return []client.Object{
 		in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
-		ca(in, in.CASecret(), "kubernetes", selfSigned, rootDuration),
+		ca(in, in.CASecret(), "kubernetes", selfSigned, lifetimes.RootCA),
 		caIssuer(in, in.CASecret()),
-		ca(in, in.EtcdCASecret(), "etcd-ca", in.CASecret(), caDuration),
+		ca(in, in.EtcdCASecret(), "etcd-ca", in.CASecret(), lifetimes.CA),
 		caIssuer(in, in.EtcdCASecret()),
-		ca(in, in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), caDuration),
+		ca(in, in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), lifetimes.CA),
 		caIssuer(in, in.FrontProxyCASecret()),
 		serviceAccountKey(in),
 	}

@@ -159,18 +159,25 @@ func (r *Reconciler) serviceEndpoint(ctx context.Context, cp *v1alpha1.HostedCon
 
 // observeSecrets digests the Secrets the pods mount and reads the
 // certificates rendering embeds (the admin's, the cluster CA). Those
-// cert-manager issues are digested as they are; those the controller writes
-// itself as they are rendered, so that pods roll in the pass that changes
-// one, and not at all when one is deleted and written again.
+// cert-manager issues are digested as they are, but for those whose
+// certificate and key the pods read again when renewed (ReloadedSecrets):
+// of those only the CA, which the pods read at start, so that a renewal
+// rolls nothing. Those the controller writes itself are digested as they
+// are rendered, so that pods roll in the pass that changes one, and not at
+// all when one is deleted and written again.
 func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) error {
 	secrets := &corev1.SecretList{}
 	if err := r.client.List(ctx, secrets, client.InNamespace(in.Namespace()), client.MatchingLabels{contract.ControlPlaneLabel: cp.Name}); err != nil {
 		return fmt.Errorf("list the control plane's secrets: %w", err)
 	}
 	o.SecretDigests = map[string]string{}
+	reloaded := components.ReloadedSecrets(in)
 	for i := range secrets.Items {
 		secret := &secrets.Items[i]
 		o.SecretDigests[secret.Name] = contract.DataDigest(secret.Data)
+		if reloaded[secret.Name] {
+			o.SecretDigests[secret.Name] = contract.DataDigest(map[string][]byte{render.CAKey: secret.Data[render.CAKey]})
+		}
 		switch secret.Name {
 		case components.AdminSecret(in):
 			o.Admin = render.CredentialsFrom(secret.Data)

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"slices"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,8 +20,10 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
 )
 
 // observedKinds are the kinds a pass observes.
@@ -67,8 +72,10 @@ func secret(name string, data map[string][]byte) *corev1.Secret {
 // The Input holds what the pass observed: the endpoint the load balancer
 // gives (completing what the user set), the konnectivity port of the same
 // Service, the admin certificate, the cluster CA, and the digests of the
-// Secrets the pods mount: as cert-manager issued them, or, for those the
-// controller writes itself, as they are rendered, whatever the cluster holds.
+// Secrets the pods mount: as cert-manager issued them, only their CA for
+// those whose certificate the pods read again when renewed, or, for those
+// the controller writes itself, as they are rendered, whatever the cluster
+// holds.
 func TestObserveBuildsTheInput(t *testing.T) {
 	hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) { h.Spec.ControlPlaneEndpoint.Host = "api.example.com" })
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-apiserver"}}
@@ -78,6 +85,7 @@ func TestObserveBuildsTheInput(t *testing.T) {
 	issued := map[string][]byte{"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca")}
 	s := observed(t, hcp, svc,
 		secret("demo-apiserver", issued), secret("demo-admin", issued), secret("demo-ca", issued),
+		secret("demo-konnectivity-server", issued),
 		secret("demo-egress-selector", map[string][]byte{"egress-selector.yaml": []byte("edited")}))
 
 	assert.Equal(t, map[string]bool{}, s.done)
@@ -88,7 +96,10 @@ func TestObserveBuildsTheInput(t *testing.T) {
 	assert.Equal(t, int32(8132), in.KonnectivityPort)
 	assert.Equal(t, render.Credentials{Cert: []byte("cert"), Key: []byte("key"), CA: []byte("ca")}, in.Admin)
 	assert.Equal(t, []byte("cert"), in.ClusterCA)
-	assert.Equal(t, contract.DataDigest(issued), in.SecretDigests["demo-apiserver"])
+	assert.Equal(t, contract.DataDigest(map[string][]byte{"ca.crt": []byte("ca")}), in.SecretDigests["demo-apiserver"],
+		"the API server reads its serving certificate again when renewed, its CA at start")
+	assert.Equal(t, contract.DataDigest(issued), in.SecretDigests["demo-konnectivity-server"],
+		"the konnectivity server reads its serving certificate at start")
 	rendered, err := components.RenderedSecretDigests(in)
 	require.NoError(t, err)
 	for name, digest := range rendered {
@@ -129,4 +140,84 @@ func TestRestoreIDCountsOnceRecorded(t *testing.T) {
 	cp.Status.Etcd.RestoredFrom = &v1alpha1.EtcdRestoredFrom{Key: "ns/demo/20261123T195000.000Z-rev9.db", Revision: 9, ID: "20261123T200000Z"}
 	assert.Equal(t, "20261123T200000Z", restoreID(cp, "20261123T200000Z"), "done: the members keep their template")
 	assert.Empty(t, restoreID(cp, ""))
+}
+
+// A renewed leaf rolls only the pods that read it at start: a renewal keeps
+// the CA (ca.crt) and changes the certificate and key, which etcd, the API
+// server, the controllers and the konnectivity server's client read again;
+// the konnectivity server's serving certificate and the service account key
+// are read at start, and a new CA rolls every pod that trusts it.
+func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
+	issued := func(cert, ca string) map[string][]byte {
+		return map[string][]byte{"tls.crt": []byte(cert), "tls.key": []byte(cert + "-key"), "ca.crt": []byte(ca)}
+	}
+	names := []string{
+		"demo-admin", "demo-ca", "demo-sa", "demo-apiserver", "demo-apiserver-kubelet-client", "demo-apiserver-etcd-client",
+		"demo-front-proxy-client", "demo-etcd-server", "demo-etcd-peer", "demo-controller-manager", "demo-scheduler",
+		"demo-konnectivity-server", "demo-konnectivity-client",
+	}
+	config, err := encryption.NewRandomConfig(metav1.Now().Time)
+	require.NoError(t, err)
+	templates := func(change map[string]map[string][]byte) map[string]string {
+		objs := []client.Object{secret("demo-encryption", map[string][]byte{contract.EncryptionConfigKey: config})}
+		for _, name := range names {
+			data := issued("first", "ca")
+			if c, ok := change[name]; ok {
+				data = c
+			}
+			objs = append(objs, secret(name, data))
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-apiserver"}}
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+		svc.Spec.Ports = []corev1.ServicePort{{Name: "https", Port: 6443}, {Name: "konnectivity", Port: 8132}}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+		s := observed(t, controlPlane(nil), append(objs, svc)...)
+		hashes := map[string]string{}
+		for _, c := range components.Management(etcd.Component{}) {
+			rendered, err := c.Render(s.in)
+			require.NoError(t, err, c.Name())
+			for _, obj := range rendered {
+				switch o := obj.(type) {
+				case *appsv1.Deployment:
+					hashes[o.Name] = o.Spec.Template.Annotations[render.SecretsHashAnnotation]
+				case *appsv1.StatefulSet:
+					hashes[o.Name] = o.Spec.Template.Annotations[render.SecretsHashAnnotation]
+				}
+			}
+		}
+		return hashes
+	}
+	before := templates(nil)
+	require.Len(t, before, 4, "etcd, the API servers, the controller manager and the scheduler: %v", before)
+	rolled := func(change map[string]map[string][]byte) []string {
+		var names []string
+		for name, hash := range templates(change) {
+			if hash != before[name] {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	for secretName, want := range map[string][]string{
+		"demo-apiserver":                nil,
+		"demo-apiserver-kubelet-client": nil,
+		"demo-apiserver-etcd-client":    nil,
+		"demo-front-proxy-client":       nil,
+		"demo-etcd-server":              nil,
+		"demo-etcd-peer":                nil,
+		"demo-controller-manager":       nil,
+		"demo-scheduler":                nil,
+		"demo-konnectivity-client":      nil,
+		"demo-konnectivity-server":      {"demo-apiserver"},
+		"demo-sa":                       {"demo-apiserver", "demo-controller-manager"},
+		"demo-ca":                       {"demo-controller-manager"},
+	} {
+		assert.Equal(t, want, rolled(map[string]map[string][]byte{secretName: issued("renewed", "ca")}), "%s renewed", secretName)
+	}
+	assert.Equal(t, []string{"demo-etcd"}, rolled(map[string]map[string][]byte{
+		"demo-etcd-server": issued("renewed", "new-ca"), "demo-etcd-peer": issued("renewed", "new-ca"),
+	}), "a new etcd CA rolls etcd, which reads it at start")
+	assert.Equal(t, []string{"demo-apiserver"}, rolled(map[string]map[string][]byte{"demo-apiserver-etcd-client": issued("renewed", "new-ca")}),
+		"the API servers read etcd's CA at start")
 }

@@ -10,6 +10,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -18,10 +19,6 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
-
-// minCADuration is the shortest lifetime accepted for a certificate
-// authority: anything shorter leaves no room to rotate the leaves it signs.
-const minCADuration = 24 * time.Hour
 
 // ValidateSettings checks the part of a control plane spec that a
 // HostedControlPlane and a HostedControlPlaneTemplate share. It checks what
@@ -303,19 +300,35 @@ func ReferenceWarnings(hcp *v1alpha1.HostedControlPlane) []string {
 
 func validateCertificates(path *field.Path, c *v1alpha1.CertificatesSpec) field.ErrorList {
 	var errs field.ErrorList
-	root, ca := c.RootCACertificateDuration, c.CACertificateDuration
-	if root != nil && root.Duration < minCADuration {
-		errs = append(errs, field.Invalid(path.Child("rootCaCertificateDuration"), root.Duration.String(),
-			"must be at least 24h"))
+	root, ca, leaf, kubeconfig := c.RootCACertificateDuration, c.CACertificateDuration, c.LeafCertificateDuration, c.KubeconfigCertificateDuration
+	between := func(name string, d *metav1.Duration, lowest, highest time.Duration) {
+		switch {
+		case d == nil:
+		case d.Duration < lowest:
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at least "+lowest.String()))
+		case highest > 0 && d.Duration > highest:
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at most "+highest.String()))
+		}
 	}
-	if ca != nil && ca.Duration < minCADuration {
-		errs = append(errs, field.Invalid(path.Child("caCertificateDuration"), ca.Duration.String(),
-			"must be at least 24h"))
+	between("rootCaCertificateDuration", root, contract.MinCADuration, 0)
+	between("caCertificateDuration", ca, contract.MinCADuration, 0)
+	between("leafCertificateDuration", leaf, contract.MinLeafDuration, contract.MaxLeafDuration)
+	between("kubeconfigCertificateDuration", kubeconfig, contract.MinLeafDuration, contract.MaxLeafDuration)
+	// An authority cannot sign what outlives it: cert-manager would cut
+	// the certificate short, and it would renew sooner than asked.
+	outlives := func(name string, d *metav1.Duration, issuer string, issuerDuration *metav1.Duration, what string) {
+		if d != nil && issuerDuration != nil && d.Duration > issuerDuration.Duration {
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(),
+				fmt.Sprintf("must be at most %s (%s): %s", issuer, issuerDuration.Duration, what)))
+		}
 	}
 	if root != nil && ca != nil && root.Duration < ca.Duration {
 		errs = append(errs, field.Invalid(path.Child("rootCaCertificateDuration"), root.Duration.String(),
 			fmt.Sprintf("must be at least caCertificateDuration (%s): a root cannot expire before the authorities it signs", ca.Duration)))
 	}
+	outlives("leafCertificateDuration", leaf, "caCertificateDuration", ca, "the etcd and front-proxy CAs sign leaves")
+	outlives("leafCertificateDuration", leaf, "rootCaCertificateDuration", root, "the cluster CA signs leaves")
+	outlives("kubeconfigCertificateDuration", kubeconfig, "rootCaCertificateDuration", root, "the cluster CA signs the admin certificate")
 	return errs
 }
 

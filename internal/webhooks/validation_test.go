@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -681,4 +683,39 @@ func TestTemplateUpdatesRatchetToo(t *testing.T) {
 	require.NoError(t, err)
 	_, err = HostedControlPlaneTemplate{}.ValidateCreate(context.Background(), tmpl)
 	assert.ErrorContains(t, err, "spec.template.spec.kubeProxy.args[hostname-override]: Forbidden: set by the controller (it must be the node's name, which each pod reads from its own spec); remove it")
+}
+
+// Lifetimes have bounds, and nothing outlives the authority that signs it;
+// what was accepted before stays accepted.
+func TestCertificateLifetimes(t *testing.T) {
+	d := func(s string) *metav1.Duration {
+		v, err := time.ParseDuration(s)
+		require.NoError(t, err)
+		return &metav1.Duration{Duration: v}
+	}
+	for _, tc := range []struct {
+		spec v1alpha1.CertificatesSpec
+		want string
+	}{
+		{v1alpha1.CertificatesSpec{}, ""},
+		{v1alpha1.CertificatesSpec{RootCACertificateDuration: d("24h"), CACertificateDuration: d("24h")}, ""},
+		{v1alpha1.CertificatesSpec{LeafCertificateDuration: d("1h"), KubeconfigCertificateDuration: d("8760h")}, ""},
+		{v1alpha1.CertificatesSpec{CACertificateDuration: d("720h"), LeafCertificateDuration: d("720h")}, ""},
+		{v1alpha1.CertificatesSpec{RootCACertificateDuration: d("23h")}, `spec.certificates.rootCaCertificateDuration: Invalid value: "23h0m0s": must be at least 24h0m0s`},
+		{v1alpha1.CertificatesSpec{RootCACertificateDuration: d("48h"), CACertificateDuration: d("96h")}, "rootCaCertificateDuration: Invalid value: \"48h0m0s\": must be at least caCertificateDuration (96h0m0s)"},
+		{v1alpha1.CertificatesSpec{LeafCertificateDuration: d("30m")}, `spec.certificates.leafCertificateDuration: Invalid value: "30m0s": must be at least 1h0m0s`},
+		{v1alpha1.CertificatesSpec{LeafCertificateDuration: d("8761h")}, `spec.certificates.leafCertificateDuration: Invalid value: "8761h0m0s": must be at most 8760h0m0s`},
+		{v1alpha1.CertificatesSpec{KubeconfigCertificateDuration: d("59m")}, `spec.certificates.kubeconfigCertificateDuration: Invalid value: "59m0s": must be at least 1h0m0s`},
+		{v1alpha1.CertificatesSpec{CACertificateDuration: d("48h"), LeafCertificateDuration: d("72h")},
+			`spec.certificates.leafCertificateDuration: Invalid value: "72h0m0s": must be at most caCertificateDuration (48h0m0s): the etcd and front-proxy CAs sign leaves`},
+		{v1alpha1.CertificatesSpec{RootCACertificateDuration: d("48h"), KubeconfigCertificateDuration: d("72h")},
+			`spec.certificates.kubeconfigCertificateDuration: Invalid value: "72h0m0s": must be at most rootCaCertificateDuration (48h0m0s): the cluster CA signs the admin certificate`},
+	} {
+		errs := validateCertificates(field.NewPath("spec", "certificates"), &tc.spec)
+		if tc.want == "" {
+			assert.Empty(t, errs, "%+v", tc.spec)
+		} else {
+			assert.ErrorContains(t, errs.ToAggregate(), tc.want)
+		}
+	}
 }

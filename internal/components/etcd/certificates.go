@@ -46,3 +46,10 @@ func sans(in render.Input) []string {
 		"localhost", "127.0.0.1", net.IPv6loopback.String(),
 	}
 }
+
+// Reloaded: etcd loads its serving and peer certificates at every TLS
+// handshake, so renewed ones need no restart (its trusted CA it reads at
+// start only).
+func (Component) Reloaded(in render.Input) []string {
+	return []string{ServerSecret(in), PeerSecret(in)}
+}

@@ -3,16 +3,14 @@ package render
 import (
 	"net"
 	"slices"
-	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-// LeafDuration is the lifetime of a leaf certificate.
-const LeafDuration = 365 * 24 * time.Hour
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
 
 // Secret names of the certificate authorities and the service account key,
 // as Cluster API names them so that its kubeadm bootstrap provider finds the
@@ -32,8 +30,15 @@ func (in Input) Issuer(name string, cfg cmv1.IssuerConfig) *cmv1.Issuer {
 	}
 }
 
+// Lifetimes are the durations the control plane's certificates are
+// issued with, from spec.certificates.
+func (in Input) Lifetimes() contract.Lifetimes {
+	return contract.CertificateLifetimes(in.ControlPlane.Spec.Certificates)
+}
+
 // Certificate is a leaf certificate, with a new key at every renewal, whose
-// Secret has its name and the control plane's labels.
+// Secret has its name and the control plane's labels. cert-manager renews
+// it when two thirds of its lifetime have passed (its default).
 func (in Input) Certificate(secret, issuer, commonName string, usages ...cmv1.KeyUsage) *cmv1.Certificate {
 	return &cmv1.Certificate{
 		TypeMeta:   metav1.TypeMeta{APIVersion: cmv1.SchemeGroupVersion.String(), Kind: cmv1.CertificateKind},
@@ -42,7 +47,7 @@ func (in Input) Certificate(secret, issuer, commonName string, usages ...cmv1.Ke
 			SecretName:     secret,
 			SecretTemplate: &cmv1.CertificateSecretTemplate{Labels: in.Labels("")},
 			CommonName:     commonName,
-			Duration:       &metav1.Duration{Duration: LeafDuration},
+			Duration:       &metav1.Duration{Duration: in.Lifetimes().Leaf},
 			IssuerRef:      cmmeta.IssuerReference{Kind: cmv1.IssuerKind, Name: issuer},
 			Usages:         usages,
 			PrivateKey: &cmv1.CertificatePrivateKey{

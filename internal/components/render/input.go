@@ -62,9 +62,11 @@ type Observed struct {
 	// KonnectivityPort is where agents reach the konnectivity server on its
 	// host (see the exposure), once known.
 	KonnectivityPort int32
-	// SecretDigests are contract.DataDigest of the Secrets the pods mount,
-	// by Secret name; a pod template carries them, so that new content
-	// rolls the pods.
+	// SecretDigests are contract.DataDigest of what pods read at start of
+	// the Secrets they mount, by Secret name; a pod template carries them,
+	// so that new content rolls the pods. Of a Secret whose certificate the
+	// pods read again when it changes, that is its CA alone (see
+	// components.ReloadedSecrets).
 	SecretDigests map[string]string
 	// MountDigests are contract.DataDigest of the ConfigMaps and Secrets of
 	// spec.deployment.apiServer.mounts, by mount name (that of an optional
@@ -254,11 +256,11 @@ func (in Input) AddonsSemver() semver.Version {
 
 // CredentialsFrom reads credentials from a Secret's data.
 func CredentialsFrom(data map[string][]byte) Credentials {
-	return Credentials{Cert: data[corev1.TLSCertKey], Key: data[corev1.TLSPrivateKeyKey], CA: data[caKey]}
+	return Credentials{Cert: data[corev1.TLSCertKey], Key: data[corev1.TLSPrivateKeyKey], CA: data[CAKey]}
 }
 
-// caKey is where cert-manager puts the issuing CA's certificate.
-const caKey = "ca.crt"
+// CAKey is where cert-manager puts the issuing CA's certificate.
+const CAKey = "ca.crt"
 
 // Missing names the first part the credentials lack, as its Secret key, or
 // is empty when they are complete.
@@ -269,7 +271,7 @@ func (c Credentials) Missing() string {
 	case len(c.Key) == 0:
 		return corev1.TLSPrivateKeyKey
 	case len(c.CA) == 0:
-		return caKey
+		return CAKey
 	}
 	return ""
 }

@@ -1,0 +1,87 @@
+package components
+
+import (
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+)
+
+// A renewed leaf certificate reaches the processes that use it without a
+// failed request. cert-manager renews it (two thirds through its lifetime)
+// into the same Secret, and the kubelet updates the Secret's files in every
+// pod that mounts it within about a minute. Then:
+//
+//   - a process that reads its certificate and key again when the files
+//     change keeps running: etcd (serving and peer certificates, loaded at
+//     every TLS handshake), the API server (its serving certificate and its
+//     front-proxy client certificate, watched by its dynamic certificate
+//     content; its client certificates towards kubelets and etcd, loaded
+//     per connection), the controller manager, the scheduler and the
+//     konnectivity server towards the API server (client-go reloads a
+//     kubeconfig's certificate files every five minutes), the gateway
+//     tunnel's server (its files, checked at every connection). The
+//     certificate they present is checked by their peers only when a
+//     connection opens, so open connections, watches among them, carry on;
+//   - the rest of what they mount is read at start, and the pods roll when
+//     it changes, a new pod ready before an old one goes (maxUnavailable 0)
+//     and the API server draining gracefully (see apiServerShutdownDelay):
+//     the konnectivity server's serving certificate, the service account
+//     key, the configuration Secrets, and every CA certificate (ca.crt),
+//     which a renewed or rotated authority changes.
+//
+// The pod templates therefore digest only the ca.crt of the Secrets listed
+// here (see ReloadedSecrets) and all of every other Secret they mount.
+type reloading interface {
+	// Reloaded are the Secrets of the part whose certificate and key its
+	// process reads again when they change.
+	Reloaded(in render.Input) []string
+}
+
+// ReloadedSecrets are the Secrets whose certificate and key every process
+// that mounts them reads again when they change, by name.
+func ReloadedSecrets(in render.Input) map[string]bool {
+	names := map[string]bool{}
+	for _, part := range certifiedParts() {
+		if r, ok := part.(reloading); ok {
+			for _, name := range r.Reloaded(in) {
+				names[name] = true
+			}
+		}
+	}
+	return names
+}
+
+// Reloaded: the API server watches its serving certificate and its
+// front-proxy client certificate, and loads its client certificates towards
+// kubelets and etcd for each connection.
+func (APIServer) Reloaded(in render.Input) []string {
+	return []string{apiServerCertSecret(in), kubeletClientSecret(in), apiServerEtcdSecret(in), frontProxyClientSecret(in)}
+}
+
+// Reloaded: the controller manager reads its kubeconfig's client
+// certificate again when it changes.
+func (ControllerManager) Reloaded(in render.Input) []string {
+	return []string{controllerManagerCertSecret(in)}
+}
+
+// Reloaded: the scheduler reads its kubeconfig's client certificate again
+// when it changes.
+func (Scheduler) Reloaded(in render.Input) []string { return []string{schedulerCertSecret(in)} }
+
+// Reloaded: the konnectivity server reads its kubeconfig's client
+// certificate again when it changes, but its serving certificate only at
+// start.
+func (konnectivityServer) Reloaded(in render.Input) []string {
+	return []string{konnectivityClientSecret(in)}
+}
+
+// Reloaded: the tunnel's server checks its certificate files at every
+// connection.
+func (t tunnelServer) Reloaded(in render.Input) []string {
+	if len(t.Certificates(in)) == 0 {
+		return nil
+	}
+	return []string{tunnelCertSecret(in)}
+}
+
+// etcd's Reloaded is in its package.
+var _ reloading = etcd.Component{}
