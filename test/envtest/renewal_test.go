@@ -1,0 +1,128 @@
+package envtest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// renewalRollsOnlyWhatReadsAtStart renews every leaf certificate the way
+// `cmctl renew` does, with real cert-manager: the processes that read their
+// certificates again (etcd, the API servers, the controllers) keep their pod
+// templates, <cluster>-kubeconfig follows the renewed admin certificate and
+// still reaches the API server; then the konnectivity server's serving
+// certificate, read at start, rolls the API servers alone.
+func renewalRollsOnlyWhatReadsAtStart(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+	ns := hcp.Namespace
+	before := podTemplates(t, ns)
+	kubeconfig := get(t, &corev1.Secret{}, ns, "demo-kubeconfig").Data["value"]
+	adminBefore := kubeconfigClientSerial(t, kubeconfig)
+
+	leaves := []string{
+		"demo-admin", "demo-apiserver", "demo-apiserver-kubelet-client", "demo-apiserver-etcd-client", "demo-front-proxy-client",
+		"demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client", "demo-controller-manager", "demo-scheduler",
+		"demo-konnectivity-client",
+	}
+	renew(t, ns, leaves...)
+	waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	var renewed []byte
+	waitFor(t, "<cluster>-kubeconfig with the renewed admin certificate", func() error {
+		renewed = get(t, &corev1.Secret{}, ns, "demo-kubeconfig").Data["value"]
+		admin := parseCert(t, get(t, &corev1.Secret{}, ns, "demo-admin").Data["tls.crt"])
+		if got := kubeconfigClientSerial(t, renewed); got == adminBefore || got != admin.SerialNumber.String() {
+			return fmt.Errorf("the kubeconfig's client certificate is %s, the admin Secret's %s", got, admin.SerialNumber)
+		}
+		return nil
+	})
+	waitQuiet(t)
+	assert.Equal(t, before, podTemplates(t, ns), "no pod template changed for renewed certificates their processes read again")
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(renewed)
+	require.NoError(t, err)
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = hosted.CoreV1().ConfigMaps("default").Get(testContext(t), "hello", metav1.GetOptions{})
+	require.NoError(t, err, "the renewed kubeconfig reaches the API server")
+
+	renew(t, ns, "demo-konnectivity-server")
+	waitFor(t, "the API servers to roll for the konnectivity server's certificate", func() error {
+		if after := podTemplates(t, ns); after["demo-apiserver"] == before["demo-apiserver"] {
+			return fmt.Errorf("the API server template is as before")
+		}
+		return nil
+	})
+	after := podTemplates(t, ns)
+	var rolled []string
+	for name := range after {
+		if after[name] != before[name] {
+			rolled = append(rolled, name)
+		}
+	}
+	assert.Equal(t, []string{"demo-apiserver"}, rolled, "only the API servers, whose konnectivity server reads its certificate at start")
+	// No Deployment controller runs here: the test rolls them out.
+	require.NoError(t, RollOutDeployment(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: "demo-apiserver"}))
+	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}
+
+// renew asks cert-manager to issue certificates again now, as `cmctl
+// renew` does, and waits until each Secret holds a new certificate.
+func renew(t *testing.T, ns string, names ...string) {
+	t.Helper()
+	ctx := testContext(t)
+	serials := map[string]string{}
+	for _, name := range names {
+		serials[name] = parseCert(t, get(t, &corev1.Secret{}, ns, name).Data["tls.crt"]).SerialNumber.String()
+		crt := get(t, &cmv1.Certificate{}, ns, name)
+		crt.Status.Conditions = append(crt.Status.Conditions, cmv1.CertificateCondition{
+			Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered",
+			Message: "renewed by the test", ObservedGeneration: crt.Generation, LastTransitionTime: &metav1.Time{Time: metav1.Now().Time},
+		})
+		require.NoError(t, env.Client.Status().Update(ctx, crt), name)
+	}
+	waitFor(t, fmt.Sprintf("%d certificates issued again", len(names)), func() error {
+		var pending []string
+		for _, name := range slices.Sorted(maps.Keys(serials)) {
+			if parseCert(t, get(t, &corev1.Secret{}, ns, name).Data["tls.crt"]).SerialNumber.String() == serials[name] {
+				pending = append(pending, name)
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("not yet: %v", pending)
+		}
+		return nil
+	})
+}
+
+// podTemplates are the secrets-hash annotations of the control plane's
+// workloads, by name.
+func podTemplates(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	const annotation = "controlplane.cluster.x-k8s.io/secrets-hash"
+	templates := map[string]string{"demo-etcd": get(t, &appsv1.StatefulSet{}, ns, "demo-etcd").Spec.Template.Annotations[annotation]}
+	for _, name := range []string{"demo-apiserver", "demo-controller-manager", "demo-scheduler"} {
+		templates[name] = get(t, &appsv1.Deployment{}, ns, name).Spec.Template.Annotations[annotation]
+	}
+	return templates
+}
+
+// kubeconfigClientSerial is the serial number of a kubeconfig's client
+// certificate.
+func kubeconfigClientSerial(t *testing.T, kubeconfig []byte) string {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	require.NoError(t, err)
+	return parseCert(t, cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].ClientCertificateData).SerialNumber.String()
+}
