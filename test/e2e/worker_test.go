@@ -203,7 +203,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: "default"}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		createProbe(t, hosted, nodeName)
+		createProbe(t, hosted, nodeName, "probe", "--url=https://kubernetes.default.svc/version", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods")
 		svc, err := hosted.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		require.NoError(t, err)
 		var logs string
@@ -238,6 +238,10 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		stdout, stderr, err := execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
 		require.NoError(t, err, "exec: stderr %q", stderr)
 		assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
+	})
+
+	t.Run("every leaf certificate renewed with no failed request", func(t *testing.T) {
+		leavesRenewedWithoutFailures(t, cfg, hosted, key, nodeName)
 	})
 
 	if !gateway {
@@ -399,13 +403,13 @@ func readyPodOn(ctx context.Context, hosted kubernetes.Interface, ns, selector, 
 	return fmt.Errorf("no ready pod among %v", seen)
 }
 
-// createProbe runs the probe image as a hardened pod on node, with the
-// default service account's token.
-func createProbe(t *testing.T, hosted kubernetes.Interface, node string) {
+// createProbe runs the probe image with args as a hardened pod on node, with
+// the default service account's token.
+func createProbe(t *testing.T, hosted kubernetes.Interface, node, name string, args ...string) {
 	t.Helper()
 	ctx := testContext(t)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{corev1.LabelHostname: node},
 			SecurityContext: &corev1.PodSecurityContext{
@@ -415,7 +419,7 @@ func createProbe(t *testing.T, hosted kubernetes.Interface, node string) {
 			},
 			Containers: []corev1.Container{{
 				Name: "probe", Image: images.ProbeImage,
-				Args: []string{"--url=https://kubernetes.default.svc/version", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods"},
+				Args: args,
 				// Imported into the worker; nothing can be pulled.
 				ImagePullPolicy: corev1.PullNever,
 				SecurityContext: &corev1.SecurityContext{
@@ -428,12 +432,12 @@ func createProbe(t *testing.T, hosted kubernetes.Interface, node string) {
 	}
 	// The default ServiceAccount appears with the namespace's first
 	// reconcile by the hosted controller manager.
-	eventually(t, time.Minute, "the probe pod is created", func() error {
+	eventually(t, time.Minute, "the "+name+" pod is created", func() error {
 		_, err := hosted.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
-	eventually(t, 3*time.Minute, "the probe pod runs", func() error {
-		p, err := hosted.CoreV1().Pods("default").Get(ctx, "probe", metav1.GetOptions{})
+	eventually(t, 3*time.Minute, "the "+name+" pod runs", func() error {
+		p, err := hosted.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ func main() {
 	var urls []string
 	flag.Func("url", "a URL to GET with the service account's token; repeat for more (default https://kubernetes.default.svc/version)",
 		func(u string) error { urls = append(urls, u); return nil })
+	every := flag.Duration("every", 0, "once every check has passed, GET the URLs again at this interval until stopped, printing each failure and, every 5s, \"probe: <n> requests, <m> failed\"")
 	var dials []string
 	flag.Func("dial", "an address (host:port) to open a TCP connection to, once; repeat for more. With it, probe dials, prints and exits",
 		func(a string) error { dials = append(dials, a); return nil })
@@ -64,7 +65,35 @@ func main() {
 		}
 	}
 	fmt.Println("probe: all checks passed")
+	if *every > 0 {
+		count(ctx, urls, *every)
+	}
 	<-ctx.Done()
+}
+
+// count GETs the URLs every interval, each on a new connection with the
+// token and CA as they are on disk then, until ctx ends, and prints each
+// failure and a running count.
+func count(ctx context.Context, urls []string, interval time.Duration) {
+	var requests, failed int
+	report := time.NewTicker(5 * time.Second)
+	defer report.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-report.C:
+			fmt.Printf("probe: %d requests, %d failed\n", requests, failed)
+		case <-time.After(interval):
+			for _, u := range urls {
+				requests++
+				if err := fetch(ctx, u, false); err != nil {
+					failed++
+					fmt.Printf("probe: failed %s %s: %v\n", time.Now().UTC().Format(time.StampMilli), u, err)
+				}
+			}
+		}
+	}
 }
 
 // dial opens a TCP connection to each address once and prints
@@ -97,14 +126,15 @@ func resolve(ctx context.Context, name string) bool {
 // get prints the status and body of a GET of url, authenticated with the
 // pod's service account token and verifying the server with its CA.
 func get(ctx context.Context, url string) bool {
-	if err := fetch(ctx, url); err != nil {
+	if err := fetch(ctx, url, true); err != nil {
 		fmt.Printf("GET %s: %v\n", url, err)
 		return false
 	}
 	return true
 }
 
-func fetch(ctx context.Context, url string) error {
+// fetch GETs url, printing the response when verbose.
+func fetch(ctx context.Context, url string, verbose bool) error {
 	token, err := os.ReadFile(serviceAccountDir + "/token")
 	if err != nil {
 		return err
@@ -117,8 +147,11 @@ func fetch(ctx context.Context, url string) error {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return fmt.Errorf("no certificate in %s/ca.crt", serviceAccountDir)
 	}
+	// A connection per request, which a rotation may send to another API
+	// server or present with another certificate.
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DisableKeepAlives: true,
 	}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -134,7 +167,9 @@ func fetch(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("GET %s: %d %s\n", url, resp.StatusCode, strings.Join(strings.Fields(string(body)), " "))
+	if verbose {
+		fmt.Printf("GET %s: %d %s\n", url, resp.StatusCode, strings.Join(strings.Fields(string(body)), " "))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %s", resp.Status)
 	}
