@@ -1,6 +1,8 @@
 package components
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
@@ -28,26 +30,31 @@ import (
 //     key, the configuration Secrets, and every CA certificate (ca.crt),
 //     which a renewed or rotated authority changes.
 //
-// The pod templates therefore digest only the ca.crt of the Secrets listed
-// here (see ReloadedSecrets) and all of every other Secret they mount.
+// The service account key's Secret also holds a certificate, which
+// cert-manager renews with the key kept and no process reads.
+//
+// The pod templates therefore digest, of the Secrets StartupKeys lists, only
+// the keys it names, and all of every other Secret they mount.
 type reloading interface {
 	// Reloaded are the Secrets of the part whose certificate and key its
 	// process reads again when they change.
 	Reloaded(in render.Input) []string
 }
 
-// ReloadedSecrets are the Secrets whose certificate and key every process
-// that mounts them reads again when they change, by name.
-func ReloadedSecrets(in render.Input) map[string]bool {
-	names := map[string]bool{}
+// StartupKeys are, by Secret, the keys its pods read at start when they
+// read the others again or not at all: the CA of the Secrets whose
+// certificate and key every process that mounts them reads again, and the
+// service account key.
+func StartupKeys(in render.Input) map[string][]string {
+	keys := map[string][]string{in.SASecret(): {corev1.TLSPrivateKeyKey}}
 	for _, part := range certifiedParts() {
 		if r, ok := part.(reloading); ok {
 			for _, name := range r.Reloaded(in) {
-				names[name] = true
+				keys[name] = []string{render.CAKey}
 			}
 		}
 	}
-	return names
+	return keys
 }
 
 // Reloaded: the API server watches its serving certificate and its

@@ -159,10 +159,10 @@ func (r *Reconciler) serviceEndpoint(ctx context.Context, cp *v1alpha1.HostedCon
 
 // observeSecrets digests the Secrets the pods mount and reads the
 // certificates rendering embeds (the admin's, the cluster CA). Those
-// cert-manager issues are digested as they are, but for those whose
-// certificate and key the pods read again when renewed (ReloadedSecrets):
-// of those only the CA, which the pods read at start, so that a renewal
-// rolls nothing. Those the controller writes itself are digested as they
+// cert-manager issues are digested as they are, but for those of which the
+// pods read only some keys at start (StartupKeys: the CA of those whose
+// certificate and key they read again when renewed, the service account
+// key) only those keys, so that a renewal rolls nothing. Those the controller writes itself are digested as they
 // are rendered, so that pods roll in the pass that changes one, and not at
 // all when one is deleted and written again.
 func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) error {
@@ -171,13 +171,17 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		return fmt.Errorf("list the control plane's secrets: %w", err)
 	}
 	o.SecretDigests = map[string]string{}
-	reloaded := components.ReloadedSecrets(in)
+	startup := components.StartupKeys(in)
 	for i := range secrets.Items {
 		secret := &secrets.Items[i]
-		o.SecretDigests[secret.Name] = contract.DataDigest(secret.Data)
-		if reloaded[secret.Name] {
-			o.SecretDigests[secret.Name] = contract.DataDigest(map[string][]byte{render.CAKey: secret.Data[render.CAKey]})
+		read := secret.Data
+		if keys, ok := startup[secret.Name]; ok {
+			read = map[string][]byte{}
+			for _, k := range keys {
+				read[k] = secret.Data[k]
+			}
 		}
+		o.SecretDigests[secret.Name] = contract.DataDigest(read)
 		switch secret.Name {
 		case components.AdminSecret(in):
 			o.Admin = render.CredentialsFrom(secret.Data)

@@ -145,8 +145,9 @@ func TestRestoreIDCountsOnceRecorded(t *testing.T) {
 // A renewed leaf rolls only the pods that read it at start: a renewal keeps
 // the CA (ca.crt) and changes the certificate and key, which etcd, the API
 // server, the controllers and the konnectivity server's client read again;
-// the konnectivity server's serving certificate and the service account key
-// are read at start, and a new CA rolls every pod that trusts it.
+// the konnectivity server's serving certificate is read at start, the
+// service account key's certificate (renewed with the key kept) by nobody;
+// a new service account key or CA rolls every pod that reads it.
 func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
 	issued := func(cert, ca string) map[string][]byte {
 		return map[string][]byte{"tls.crt": []byte(cert), "tls.key": []byte(cert + "-key"), "ca.crt": []byte(ca)}
@@ -210,7 +211,6 @@ func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
 		"demo-scheduler":                nil,
 		"demo-konnectivity-client":      nil,
 		"demo-konnectivity-server":      {"demo-apiserver"},
-		"demo-sa":                       {"demo-apiserver", "demo-controller-manager"},
 		"demo-ca":                       {"demo-controller-manager"},
 	} {
 		assert.Equal(t, want, rolled(map[string]map[string][]byte{secretName: issued("renewed", "ca")}), "%s renewed", secretName)
@@ -220,4 +220,10 @@ func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
 	}), "a new etcd CA rolls etcd, which reads it at start")
 	assert.Equal(t, []string{"demo-apiserver"}, rolled(map[string]map[string][]byte{"demo-apiserver-etcd-client": issued("renewed", "new-ca")}),
 		"the API servers read etcd's CA at start")
+	assert.Empty(t, rolled(map[string]map[string][]byte{
+		"demo-sa": {"tls.crt": []byte("renewed"), "tls.key": []byte("first-key"), "ca.crt": []byte("ca")},
+	}), "the service account key's certificate renewed with the key kept")
+	assert.Equal(t, []string{"demo-apiserver", "demo-controller-manager"}, rolled(map[string]map[string][]byte{
+		"demo-sa": {"tls.crt": []byte("renewed"), "tls.key": []byte("another key"), "ca.crt": []byte("ca")},
+	}), "a new service account key rolls the API servers and the controller manager, which read it at start")
 }

@@ -66,7 +66,7 @@ type Observed struct {
 	// the Secrets they mount, by Secret name; a pod template carries them,
 	// so that new content rolls the pods. Of a Secret whose certificate the
 	// pods read again when it changes, that is its CA alone (see
-	// components.ReloadedSecrets).
+	// components.StartupKeys).
 	SecretDigests map[string]string
 	// MountDigests are contract.DataDigest of the ConfigMaps and Secrets of
 	// spec.deployment.apiServer.mounts, by mount name (that of an optional
