@@ -2,7 +2,6 @@ package controller
 
 import (
 	"slices"
-
 	"testing"
 
 	"github.com/stretchr/testify/assert"

@@ -706,10 +706,14 @@ func TestCertificateLifetimes(t *testing.T) {
 		{v1alpha1.CertificatesSpec{LeafCertificateDuration: d("30m")}, `spec.certificates.leafCertificateDuration: Invalid value: "30m0s": must be at least 1h0m0s`},
 		{v1alpha1.CertificatesSpec{LeafCertificateDuration: d("8761h")}, `spec.certificates.leafCertificateDuration: Invalid value: "8761h0m0s": must be at most 8760h0m0s`},
 		{v1alpha1.CertificatesSpec{KubeconfigCertificateDuration: d("59m")}, `spec.certificates.kubeconfigCertificateDuration: Invalid value: "59m0s": must be at least 1h0m0s`},
-		{v1alpha1.CertificatesSpec{CACertificateDuration: d("48h"), LeafCertificateDuration: d("72h")},
-			`spec.certificates.leafCertificateDuration: Invalid value: "72h0m0s": must be at most caCertificateDuration (48h0m0s): the etcd and front-proxy CAs sign leaves`},
-		{v1alpha1.CertificatesSpec{RootCACertificateDuration: d("48h"), KubeconfigCertificateDuration: d("72h")},
-			`spec.certificates.kubeconfigCertificateDuration: Invalid value: "72h0m0s": must be at most rootCaCertificateDuration (48h0m0s): the cluster CA signs the admin certificate`},
+		{
+			v1alpha1.CertificatesSpec{CACertificateDuration: d("48h"), LeafCertificateDuration: d("72h")},
+			`spec.certificates.leafCertificateDuration: Invalid value: "72h0m0s": must be at most caCertificateDuration (48h0m0s): the etcd and front-proxy CAs sign leaves`,
+		},
+		{
+			v1alpha1.CertificatesSpec{RootCACertificateDuration: d("48h"), KubeconfigCertificateDuration: d("72h")},
+			`spec.certificates.kubeconfigCertificateDuration: Invalid value: "72h0m0s": must be at most rootCaCertificateDuration (48h0m0s): the cluster CA signs the admin certificate`,
+		},
 	} {
 		errs := validateCertificates(field.NewPath("spec", "certificates"), &tc.spec)
 		if tc.want == "" {
