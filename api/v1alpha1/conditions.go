@@ -58,6 +58,20 @@ const (
 	ImageNotAllowedReason   = "ImageNotAllowed"
 )
 
+// CertificatesRenewedCondition: every certificate of the control plane is
+// renewed on schedule. cert-manager renews one when two thirds of its
+// lifetime have passed; one with less than a sixth left was not (cert-manager
+// missing or stopped, an issuer broken), and is told here and in a Warning
+// event while there is still time to act. It never affects Available.
+const CertificatesRenewedCondition = "CertificatesRenewed"
+
+// Reasons of CertificatesRenewed.
+const (
+	RenewedOnScheduleReason  = "RenewedOnSchedule"
+	RenewalOverdueReason     = "RenewalOverdue"
+	CertificateExpiredReason = "CertificateExpired"
+)
+
 // HostnameConflictReason (ExposureReady): another TLSRoute on the Gateway
 // listener claims a hostname of the control plane's routes and takes
 // precedence.

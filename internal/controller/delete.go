@@ -70,5 +70,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	controllerutil.RemoveFinalizer(s.hcp, Finalizer)
 	r.told.forget(s.hcp.UID, "")
 	r.rewrites.forget(s.hcp.UID)
+	expiry.set(types.NamespacedName{Namespace: s.hcp.Namespace, Name: s.hcp.Name}, nil)
 	return ctrl.Result{}, nil
 }

@@ -63,9 +63,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if out, held := r.observeMounts(ctx, s.hcp, &o); held {
 		s.held[v1alpha1.APIServerReadyCondition] = out
 	}
-	if err := r.observeSecrets(ctx, s.hcp, in, &o); err != nil {
+	certs, err := r.observeSecrets(ctx, s.hcp, in, &o)
+	if err != nil {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
+	s.certificates = certs
 	r.observeEncryption(ctx, s, in, &o)
 	s.facts = r.observeFacts(ctx, in)
 	if pods := s.facts.etcdPods; pods != nil {
@@ -164,12 +166,14 @@ func (r *Reconciler) serviceEndpoint(ctx context.Context, cp *v1alpha1.HostedCon
 // certificate and key they read again when renewed, the service account
 // key) only those keys, so that a renewal rolls nothing. Those the controller writes itself are digested as they
 // are rendered, so that pods roll in the pass that changes one, and not at
-// all when one is deleted and written again.
-func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) error {
+// all when one is deleted and written again. It returns the lifetimes of
+// the certificates the Secrets hold.
+func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) ([]validity, error) {
 	secrets := &corev1.SecretList{}
 	if err := r.client.List(ctx, secrets, client.InNamespace(in.Namespace()), client.MatchingLabels{contract.ControlPlaneLabel: cp.Name}); err != nil {
-		return fmt.Errorf("list the control plane's secrets: %w", err)
+		return nil, fmt.Errorf("list the control plane's secrets: %w", err)
 	}
+	certs := []validity{}
 	o.SecretDigests = map[string]string{}
 	startup := components.StartupKeys(in)
 	for i := range secrets.Items {
@@ -182,6 +186,9 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 			}
 		}
 		o.SecretDigests[secret.Name] = contract.DataDigest(read)
+		if v, ok := certificateValidity(secret); ok {
+			certs = append(certs, v)
+		}
 		switch secret.Name {
 		case components.AdminSecret(in):
 			o.Admin = render.CredentialsFrom(secret.Data)
@@ -195,10 +202,10 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 	}
 	rendered, err := components.RenderedSecretDigests(in.With(*o))
 	if err != nil {
-		return err
+		return certs, err
 	}
 	maps.Copy(o.SecretDigests, rendered)
-	return nil
+	return certs, nil
 }
 
 // facts are what the status counts, as observed at the start of the pass;

@@ -141,6 +141,9 @@ type scope struct {
 	// soon is how soon the pass asks to come back at the latest, for what
 	// no watch reports; zero when it does not ask.
 	soon time.Duration
+	// certificates are the lifetimes of the certificates the control
+	// plane's Secrets hold; nil when they could not be read.
+	certificates []validity
 }
 
 // blockedPhase is a phase that ended a pass, and how.
@@ -214,6 +217,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	metav1.SetMetaDataAnnotation(&s.hcp.ObjectMeta, clusterctlv1.BlockMoveAnnotation, blockMoveMessage)
 	r.record(s.hcp, v1alpha1.ImagesAllowedCondition, imagesAllowed(s.hcp, r.registries))
 	r.observe(ctx, s)
+	r.recordRenewal(s)
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
 	r.restore(ctx, s)

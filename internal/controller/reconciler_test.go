@@ -107,8 +107,11 @@ func TestPhasesAndOwnedConditions(t *testing.T) {
 		v1alpha1.KubeProxyReadyCondition, v1alpha1.KonnectivityAgentReadyCondition,
 	}, conditionsOf(workload))
 
-	// The rewrite of the workload cluster's Secrets has a condition of its own.
-	written := append(append([]string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition}, conditionsOf(management)...), conditionsOf(workload)...)
+	// The rewrite of the workload cluster's Secrets has a condition of its
+	// own, and so has the renewal of the certificates.
+	written := append(append([]string{
+		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
+	}, conditionsOf(management)...), conditionsOf(workload)...)
 	written = append(written, v1alpha1.EncryptionReadyCondition)
 	assert.ElementsMatch(t, written, ownedConditions())
 }

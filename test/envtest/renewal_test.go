@@ -1,10 +1,15 @@
 package envtest
 
 import (
+	"bufio"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
@@ -28,6 +33,11 @@ import (
 // certificate, read at start, rolls the API servers alone.
 func renewalRollsOnlyWhatReadsAtStart(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	ns := hcp.Namespace
+	renewed := waitCondition(t, hcp, v1alpha1.CertificatesRenewedCondition, metav1.ConditionTrue, v1alpha1.RenewedOnScheduleReason)
+	assert.Contains(t, renewed.Message, "the next to expire is in Secret demo-admin")
+	adminLeft := expirySeconds(t, ns, "demo-admin")
+	assert.InDelta(t, (24 * time.Hour).Seconds(), adminLeft, time.Hour.Seconds(), "the metric tells the admin certificate's 24h")
+	assert.InDelta(t, (8760 * time.Hour).Seconds(), expirySeconds(t, ns, "demo-apiserver"), (2 * time.Hour).Seconds())
 	before := podTemplates(t, ns)
 	kubeconfig := get(t, &corev1.Secret{}, ns, "demo-kubeconfig").Data["value"]
 	adminBefore := kubeconfigClientSerial(t, kubeconfig)
@@ -39,18 +49,24 @@ func renewalRollsOnlyWhatReadsAtStart(t *testing.T, hcp *v1alpha1.HostedControlP
 	}
 	renew(t, ns, leaves...)
 	waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	var renewed []byte
+	var kubeconfigRenewed []byte
 	waitFor(t, "<cluster>-kubeconfig with the renewed admin certificate", func() error {
-		renewed = get(t, &corev1.Secret{}, ns, "demo-kubeconfig").Data["value"]
+		kubeconfigRenewed = get(t, &corev1.Secret{}, ns, "demo-kubeconfig").Data["value"]
 		admin := parseCert(t, get(t, &corev1.Secret{}, ns, "demo-admin").Data["tls.crt"])
-		if got := kubeconfigClientSerial(t, renewed); got == adminBefore || got != admin.SerialNumber.String() {
+		if got := kubeconfigClientSerial(t, kubeconfigRenewed); got == adminBefore || got != admin.SerialNumber.String() {
 			return fmt.Errorf("the kubeconfig's client certificate is %s, the admin Secret's %s", got, admin.SerialNumber)
+		}
+		return nil
+	})
+	waitFor(t, "the metric to follow the renewed admin certificate", func() error {
+		if left := expirySeconds(t, ns, "demo-admin"); left <= adminLeft {
+			return fmt.Errorf("%.0fs left, %.0fs before", left, adminLeft)
 		}
 		return nil
 	})
 	waitQuiet(t)
 	assert.Equal(t, before, podTemplates(t, ns), "no pod template changed for renewed certificates their processes read again")
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(renewed)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfigRenewed)
 	require.NoError(t, err)
 	hosted, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -104,6 +120,27 @@ func renew(t *testing.T, ns string, names ...string) {
 		}
 		return nil
 	})
+}
+
+// expirySeconds is hostedcp_certificate_expiry_seconds of a Secret of the
+// control plane demo in ns, as the controller serves it.
+func expirySeconds(t *testing.T, ns, secret string) float64 {
+	t.Helper()
+	resp, err := http.Get(controller.MetricsURL)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	want := fmt.Sprintf(`hostedcp_certificate_expiry_seconds{name="demo",namespace=%q,secret=%q} `, ns, secret)
+	scanner := bufio.NewScanner(resp.Body)
+	for scanner.Scan() {
+		if value, ok := strings.CutPrefix(scanner.Text(), want); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			require.NoError(t, err)
+			return v
+		}
+	}
+	require.NoError(t, scanner.Err())
+	t.Fatalf("no series %s", want)
+	return 0
 }
 
 // podTemplates are the secrets-hash annotations of the control plane's
