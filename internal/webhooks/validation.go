@@ -305,9 +305,9 @@ func validateCertificates(path *field.Path, c *v1alpha1.CertificatesSpec) field.
 		switch {
 		case d == nil:
 		case d.Duration < lowest:
-			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at least "+lowest.String()))
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at least "+shortDuration(lowest)))
 		case highest > 0 && d.Duration > highest:
-			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at most "+highest.String()))
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must be at most "+shortDuration(highest)))
 		}
 	}
 	between("rootCaCertificateDuration", root, contract.MinCADuration, 0)

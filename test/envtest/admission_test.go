@@ -220,6 +220,18 @@ func TestRejectsBadInput(t *testing.T) {
 			hcp(`{version: v1.33.0, certificates: {rootCaCertificateDuration: 48h, caCertificateDuration: 96h}}`),
 			`spec.certificates.rootCaCertificateDuration: Invalid value: "48h0m0s": must be at least caCertificateDuration`,
 		},
+		"leaf lifetime too short": {
+			hcp(`{version: v1.33.0, certificates: {leafCertificateDuration: 30m}}`),
+			`spec.certificates.leafCertificateDuration: Invalid value: "30m0s": must be at least 1h`,
+		},
+		"leaf outlives its CA": {
+			hcp(`{version: v1.33.0, certificates: {caCertificateDuration: 48h, leafCertificateDuration: 72h}}`),
+			`spec.certificates.leafCertificateDuration: Invalid value: "72h0m0s": must be at most caCertificateDuration (48h0m0s): the etcd and front-proxy CAs sign leaves`,
+		},
+		"kubeconfig lifetime too long": {
+			hcp(`{version: v1.33.0, certificates: {kubeconfigCertificateDuration: 9000h}}`),
+			`spec.certificates.kubeconfigCertificateDuration: Invalid value: "9000h0m0s": must be at most 8760h`,
+		},
 		"version below the supported range": {
 			hcp(`{version: v1.10.0}`),
 			`spec.version: Invalid value: "v1.10.0": this release runs Kubernetes v1.31.x to v1.36.x; choose a version in that range`,
