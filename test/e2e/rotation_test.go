@@ -346,7 +346,7 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 	renewed := renewCertificates(t, ns, leafCertificates(t, ns, name, konnectivity)...)
 	eventually(t, 5*time.Minute, "the API server and etcd present their renewed certificates", func() error {
 		if got, err := apiServerSerial(ctx, cfg); err != nil || got != renewed[name+"-apiserver"] {
-			return fmt.Errorf("the API server presents %s (%v), renewed %s", got, err, renewed[name+"-apiserver"])
+			return fmt.Errorf("the API server presents %s (%w), renewed %s", got, err, renewed[name+"-apiserver"])
 		}
 		etcdPods := &corev1.PodList{}
 		if err := k8s.List(ctx, etcdPods, client.InNamespace(ns), client.MatchingLabels{contract.ComponentLabel: contract.EtcdComponent, contract.InstanceLabel: name}); err != nil {
@@ -354,7 +354,7 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 		}
 		for _, p := range etcdPods.Items {
 			if got, err := podSerial(ctx, ns, p.Name, 2379); err != nil || got != renewed[name+"-etcd-server"] {
-				return fmt.Errorf("etcd %s presents %s (%v), renewed %s", p.Name, got, err, renewed[name+"-etcd-server"])
+				return fmt.Errorf("etcd %s presents %s (%w), renewed %s", p.Name, got, err, renewed[name+"-etcd-server"])
 			}
 		}
 		return nil
