@@ -345,16 +345,24 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 	konnectivity := name + "-konnectivity-server"
 	renewed := renewCertificates(t, ns, leafCertificates(t, ns, name, konnectivity)...)
 	eventually(t, 5*time.Minute, "the API server and etcd present their renewed certificates", func() error {
-		if got, err := apiServerSerial(ctx, cfg); err != nil || got != renewed[name+"-apiserver"] {
-			return fmt.Errorf("the API server presents %s (%w), renewed %s", got, err, renewed[name+"-apiserver"])
+		got, err := apiServerSerial(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("the API server's certificate: %w", err)
+		}
+		if got != renewed[name+"-apiserver"] {
+			return fmt.Errorf("the API server presents %s, renewed %s", got, renewed[name+"-apiserver"])
 		}
 		etcdPods := &corev1.PodList{}
 		if err := k8s.List(ctx, etcdPods, client.InNamespace(ns), client.MatchingLabels{contract.ComponentLabel: contract.EtcdComponent, contract.InstanceLabel: name}); err != nil {
 			return err
 		}
 		for _, p := range etcdPods.Items {
-			if got, err := podSerial(ctx, ns, p.Name, 2379); err != nil || got != renewed[name+"-etcd-server"] {
-				return fmt.Errorf("etcd %s presents %s (%w), renewed %s", p.Name, got, err, renewed[name+"-etcd-server"])
+			got, err := podSerial(ctx, ns, p.Name, 2379)
+			if err != nil {
+				return fmt.Errorf("etcd %s's certificate: %w", p.Name, err)
+			}
+			if got != renewed[name+"-etcd-server"] {
+				return fmt.Errorf("etcd %s presents %s, renewed %s", p.Name, got, renewed[name+"-etcd-server"])
 			}
 		}
 		return nil
