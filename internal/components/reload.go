@@ -22,7 +22,12 @@ import (
 //     kubeconfig's certificate files every five minutes), the gateway
 //     tunnel's server (its files, checked at every connection). The
 //     certificate they present is checked by their peers only when a
-//     connection opens, so open connections, watches among them, carry on;
+//     connection opens, so open connections, watches among them, carry on,
+//     but for client-go's: once it sees a new client certificate it closes
+//     the connections it opened with the old one. So the controllers' watches
+//     start again (they resume by themselves), and so do the API server's
+//     streams to kubelets when its kubelet client certificate is renewed:
+//     a kubectl logs -f, exec or port-forward open at that moment ends;
 //   - the rest of what they mount is read at start, and the pods roll when
 //     it changes, a new pod ready before an old one goes (maxUnavailable 0)
 //     and the API server draining gracefully (see apiServerShutdownDelay):
