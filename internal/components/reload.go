@@ -87,13 +87,9 @@ func (konnectivityServer) Reloaded(in render.Input) []string {
 }
 
 // Reloaded: the tunnel's server checks its certificate files at every
-// connection.
-func (t tunnelServer) Reloaded(in render.Input) []string {
-	if len(t.Certificates(in)) == 0 {
-		return nil
-	}
-	return []string{tunnelCertSecret(in)}
-}
+// connection. Named whether or not the control plane is served through a
+// gateway: StartupKeys is asked before the gateway is observed.
+func (tunnelServer) Reloaded(in render.Input) []string { return []string{tunnelCertSecret(in)} }
 
 // etcd's Reloaded is in its package.
 var _ reloading = etcd.Component{}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -148,13 +149,21 @@ func TestRestoreIDCountsOnceRecorded(t *testing.T) {
 // service account key's certificate (renewed with the key kept) by nobody;
 // a new service account key or CA rolls every pod that reads it.
 func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
+	for _, gateway := range []bool{false, true} {
+		t.Run(map[bool]string{false: "load balancer", true: "gateway"}[gateway], func(t *testing.T) { renewalRolls(t, gateway) })
+	}
+}
+
+// renewalRolls checks which pods renewals roll, served through a load
+// balancer or a gateway (whose tunnel's server mounts a certificate too).
+func renewalRolls(t *testing.T, gateway bool) {
 	issued := func(cert, ca string) map[string][]byte {
 		return map[string][]byte{"tls.crt": []byte(cert), "tls.key": []byte(cert + "-key"), "ca.crt": []byte(ca)}
 	}
 	names := []string{
 		"demo-admin", "demo-ca", "demo-sa", "demo-apiserver", "demo-apiserver-kubelet-client", "demo-apiserver-etcd-client",
 		"demo-front-proxy-client", "demo-etcd-server", "demo-etcd-peer", "demo-controller-manager", "demo-scheduler",
-		"demo-konnectivity-server", "demo-konnectivity-client",
+		"demo-konnectivity-server", "demo-konnectivity-client", "demo-kas-tunnel",
 	}
 	config, err := encryption.NewRandomConfig(metav1.Now().Time)
 	require.NoError(t, err)
@@ -171,7 +180,19 @@ func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
 		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "https", Port: 6443}, {Name: "konnectivity", Port: 8132}}
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
-		s := observed(t, controlPlane(nil), append(objs, svc)...)
+		hcp := controlPlane(nil)
+		if gateway {
+			hcp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+			objs = append(objs, &gatewayv1.Gateway{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "capi"},
+				Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{{
+					Name: "tls", Protocol: gatewayv1.TLSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("*.hcp.test")),
+					TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModePassthrough)},
+				}}},
+			})
+		}
+		s := observed(t, hcp, append(objs, svc)...)
+		require.Equal(t, gateway, s.in.Listener != nil, "served through the gateway")
 		hashes := map[string]string{}
 		for _, c := range components.Management(etcd.Component{}) {
 			rendered, err := c.Render(s.in)
@@ -209,6 +230,7 @@ func TestRenewalRollsOnlyWhatReadsAtStart(t *testing.T) {
 		"demo-controller-manager":       nil,
 		"demo-scheduler":                nil,
 		"demo-konnectivity-client":      nil,
+		"demo-kas-tunnel":               nil,
 		"demo-konnectivity-server":      {"demo-apiserver"},
 		"demo-ca":                       {"demo-controller-manager"},
 	} {
