@@ -48,7 +48,9 @@ import (
 // probe's --every).
 type rotationClients struct {
 	stopReader func() ([]string, int64)
-	done       chan struct{}
+	// done stops the writer, stopInformer the informer once it has seen
+	// the last write.
+	done, stopInformer chan struct{}
 	wg         sync.WaitGroup
 	writes     atomic.Int64
 	mu         sync.Mutex
@@ -65,7 +67,7 @@ const rotationConfigMap = "rotation"
 func startRotationClients(t *testing.T, cfg *rest.Config, hosted kubernetes.Interface) *rotationClients {
 	t.Helper()
 	ctx := testContext(t)
-	c := &rotationClients{done: make(chan struct{})}
+	c := &rotationClients{done: make(chan struct{}), stopInformer: make(chan struct{})}
 	_, err := hosted.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: rotationConfigMap}, Data: map[string]string{"n": "0"},
 	}, metav1.CreateOptions{})
@@ -97,7 +99,7 @@ func startRotationClients(t *testing.T, cfg *rest.Config, hosted kubernetes.Inte
 	}
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
 	require.NoError(t, err)
-	go informer.Run(c.done)
+	go informer.Run(c.stopInformer)
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced), "the informer syncs")
 
 	c.wg.Go(func() {
@@ -143,6 +145,7 @@ func (c *rotationClients) stop(t *testing.T) {
 		}
 		return nil
 	})
+	close(c.stopInformer)
 	t.Logf("from the host: %d reads, %d writes; the informer followed to write %s", requests, c.writes.Load(), c.written)
 	assert.Empty(t, reads, "reads that failed from the host")
 	assert.Empty(t, c.failed, "writes that failed from the host")
