@@ -51,14 +51,15 @@ type rotationClients struct {
 	// done stops the writer, stopInformer the informer once it has seen
 	// the last write.
 	done, stopInformer chan struct{}
-	wg         sync.WaitGroup
-	writes     atomic.Int64
-	mu         sync.Mutex
-	failed     []string
-	watchErrs  []string
-	resumed    []string
-	seen       string
-	written    string
+	stopped            sync.Once
+	wg                 sync.WaitGroup
+	writes             atomic.Int64
+	mu                 sync.Mutex
+	failed             []string
+	watchErrs          []string
+	resumed            []string
+	seen               string
+	written            string
 }
 
 // rotationConfigMap is what the writer writes and the informer watches.
@@ -100,6 +101,7 @@ func startRotationClients(t *testing.T, cfg *rest.Config, hosted kubernetes.Inte
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
 	require.NoError(t, err)
 	go informer.Run(c.stopInformer)
+	t.Cleanup(c.stopInformerOnce)
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced), "the informer syncs")
 
 	c.wg.Go(func() {
@@ -127,6 +129,8 @@ func startRotationClients(t *testing.T, cfg *rest.Config, hosted kubernetes.Inte
 	return c
 }
 
+func (c *rotationClients) stopInformerOnce() { c.stopped.Do(func() { close(c.stopInformer) }) }
+
 // stop ends the clients once the informer has seen the last write, and
 // checks that nothing failed.
 func (c *rotationClients) stop(t *testing.T) {
@@ -145,7 +149,7 @@ func (c *rotationClients) stop(t *testing.T) {
 		}
 		return nil
 	})
-	close(c.stopInformer)
+	c.stopInformerOnce()
 	t.Logf("from the host: %d reads, %d writes; the informer followed to write %s", requests, c.writes.Load(), c.written)
 	assert.Empty(t, reads, "reads that failed from the host")
 	assert.Empty(t, c.failed, "writes that failed from the host")
