@@ -16,7 +16,8 @@
 // extension checks its health without the rest of the renderer. Certificates
 // stay with the component that uses them; the PKI room owns the roots and
 // issues every certificate with them, so that all exist before any pod
-// mounts one.
+// mounts one. What each process reads of them again when cert-manager renews
+// them, and so what a renewal rolls, is in reload.go.
 //
 // Each management component renders its own network policies
 // (render.Input.NetworkPolicies), ingress and egress, so that a hosted pod
