@@ -39,6 +39,14 @@ func (tunnelServer) container(in render.Input, pod *corev1.PodSpec) corev1.Conta
 		"--key-file=" + pki + "/tls.key",
 	})
 	c.Ports = []corev1.ContainerPort{{Name: contract.TunnelPortName, ContainerPort: contract.TunnelPort}}
+	// The tunnel stops accepting when told to stop, but the Gateway keeps
+	// sending it new connections until the pod's endpoint has left: it is
+	// told only after the API server's shutdown delay, as long as the API
+	// server beside it keeps serving (an API server rolling in gateway mode
+	// reset pods' connections otherwise, TestWorkerJoinsThroughGateway).
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+		Sleep: &corev1.SleepAction{Seconds: int64(apiServerShutdownDelay.Seconds())},
+	}}
 	c.ReadinessProbe = render.Probe("/readyz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
 	c.LivenessProbe = render.Probe("/healthz", contract.TunnelHealthPort, corev1.URISchemeHTTP, 3)
 	render.MountSecrets(pod, &c, render.SecretVolume{Name: "tunnel", Secret: tunnelCertSecret(in), Path: pki})
