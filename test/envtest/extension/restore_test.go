@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/backup"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
@@ -55,11 +57,11 @@ func TestEtcdRestore(t *testing.T) {
 	written, err := db.client(0).Get(ctx, "/registry/configmaps/default/cm-1999")
 	require.NoError(t, err)
 	startControllers(t, testOptions(30*time.Second), io.Discard, ns)
-	backup := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
+	store := v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 
 	// Two snapshots, and the final one of the deletion: latest is the
 	// newest.
-	hcp := backedUpControlPlane(t, ns, cluster, cluster, backup)
+	hcp := backedUpControlPlane(t, ns, cluster, cluster, store)
 	last := ""
 	for range 2 {
 		askForSnapshot(t, client.ObjectKeyFromObject(hcp))
@@ -81,7 +83,7 @@ func TestEtcdRestore(t *testing.T) {
 		db.stop(i) // etcd is lost
 	}
 
-	restored := restoringControlPlane(t, ns, cluster, backup, v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot})
+	restored := restoringControlPlane(t, ns, cluster, store, v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot})
 	secret := waitRestorePending(t, restored, newest)
 	assert.Equal(t, s3.ca, secret.Data[contract.EtcdRestoreCAKey], "the store's CA comes with the URL")
 
@@ -90,16 +92,28 @@ func TestEtcdRestore(t *testing.T) {
 	// every member restores the same object.
 	_, err = s3.client.PutObject(ctx, testBucket, folder+"29991231T000000.000Z-rev1.db", strings.NewReader("newer"), 5, minio.PutObjectOptions{})
 	require.NoError(t, err)
+	// A URL renewed within the second it was first signed in reads the
+	// same, so the renewal shows in the signing time and the expiry.
+	const expiresAnnotation = "controlplane.cluster.x-k8s.io/restore-url-expires"
 	before := secret.DeepCopy()
-	secret.Annotations["controlplane.cluster.x-k8s.io/restore-url-expires"] = time.Now().UTC().Format(time.RFC3339)
+	expiring := time.Now().UTC().Truncate(time.Second)
+	secret.Annotations[expiresAnnotation] = expiring.Format(time.RFC3339)
 	require.NoError(t, k8s.Patch(ctx, secret, client.MergeFrom(before)))
 	eventually(t, time.Minute, "a renewed URL", func() error {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret))
-		if string(secret.Data[contract.EtcdRestoreURLKey]) == string(before.Data[contract.EtcdRestoreURLKey]) {
-			return fmt.Errorf("the URL expiring at %s is not renewed", secret.Annotations["controlplane.cluster.x-k8s.io/restore-url-expires"])
+		expires, err := time.Parse(time.RFC3339, secret.Annotations[expiresAnnotation])
+		require.NoError(t, err)
+		if expires.Before(expiring.Add(backup.RestoreURLExpiry)) {
+			return fmt.Errorf("the URL expiring at %s is not renewed", expires)
 		}
 		return nil
 	})
+	u, err := url.Parse(string(secret.Data[contract.EtcdRestoreURLKey]))
+	require.NoError(t, err)
+	signed, err := time.Parse("20060102T150405Z", u.Query().Get("X-Amz-Date"))
+	require.NoError(t, err, "the URL's signing time")
+	assert.False(t, signed.Before(expiring), "the URL was signed again (at %s) once it was about to expire (%s)", signed, expiring)
+	assert.Equal(t, fmt.Sprint(int(backup.RestoreURLExpiry.Seconds())), u.Query().Get("X-Amz-Expires"), "the URL stays valid as long as a new one")
 	assert.Equal(t, newest, string(secret.Data[contract.EtcdRestoreKeyKey]))
 	require.NoError(t, s3.client.RemoveObject(ctx, testBucket, folder+"29991231T000000.000Z-rev1.db", minio.RemoveObjectOptions{}))
 
