@@ -148,8 +148,16 @@ func applyPolicy(t *testing.T, gw *gatewayv1.Gateway) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hosted-control-plane-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
-	for _, file := range []string{"params.yaml", "tlsroute-hostnames.yaml"} {
-		f, err := os.Open(filepath.Join(env.Root, "config", "policy", file))
+	createConfig(t, "policy", "params.yaml", "tlsroute-hostnames.yaml")
+}
+
+// createConfig creates the objects of files in config/dir, as
+// `kubectl apply` would, and deletes them when the test ends.
+func createConfig(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	ctx := testContext(t)
+	for _, file := range files {
+		f, err := os.Open(filepath.Join(env.Root, "config", dir, file))
 		require.NoError(t, err)
 		d := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 		for {
