@@ -102,6 +102,23 @@ type ControlPlaneSettings struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	OIDCProviders map[string]OIDCProvider `json:"oidcProviders,omitempty"`
+
+	// serviceAccountIssuer is an issuer URL of the user's choice for the
+	// workload cluster's service account tokens, for workload identity: a
+	// cloud's identity federation trusts tokens whose iss claim names an
+	// issuer it can discover. The API servers sign new tokens for it and
+	// still accept those of the in-cluster issuer
+	// (https://kubernetes.default.svc.<cluster domain>), and serve its
+	// discovery document (/.well-known/openid-configuration, which names
+	// <serviceAccountIssuer>/openid/v1/jwks as where the keys are) and its
+	// keys (/openid/v1/jwks) to anyone, without credentials; nothing else
+	// becomes anonymous. Serve those two paths at the issuer URL (the
+	// control plane's endpoint, or a copy elsewhere). An https URL without
+	// query, fragment or trailing slash; it cannot change or be removed
+	// once set, since tokens signed for it would be refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ServiceAccountIssuer string `json:"serviceAccountIssuer,omitempty"`
 }
 
 // OIDCProvider is one JSON Web Token authenticator of the API server.

@@ -6,6 +6,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -31,6 +32,7 @@ const (
 	kubeadmConfigReader = "kubeadm:nodes-kubeadm-config"
 	kubeletConfigReader = "kubeadm:kubelet-config"
 	getNodes            = "kubeadm:get-nodes"
+	issuerDiscovery     = "hosted-control-plane:service-account-issuer-discovery"
 )
 
 // Join is what kubeadm workers need to join the workload cluster, as
@@ -44,7 +46,12 @@ const (
 //     Nodes, kubeadm-config and kubelet-config;
 //   - kube-system/kubeadm-config (the ClusterConfiguration in the kubeadm API
 //     version of the Kubernetes minor) and kube-system/kubelet-config;
-//   - the API server's access to the kubelet API (logs, exec).
+//   - the API server's access to the kubelet API (logs, exec);
+//   - with spec.serviceAccountIssuer, anonymous reading of the service
+//     account issuer's discovery document and keys (Kubernetes' role
+//     system:service-account-issuer-discovery bound to
+//     system:unauthenticated), so that a cloud's identity federation can
+//     fetch them; nothing else becomes anonymous.
 //
 // cluster-info carries the cluster CA the controller observed
 // (Input.ClusterCA), the one the kubeadm bootstrap provider pins in its
@@ -95,6 +102,9 @@ func (Join) Render(in render.Input) ([]client.Object, error) {
 	objs = append(objs, configMapReader(metav1.NamespaceSystem, kubeadmConfigReader, KubeadmConfigName, groups(bootstrapTokenGroup, nodesGroup)...)...)
 	objs = append(objs, kubeletConfig)
 	objs = append(objs, configMapReader(metav1.NamespaceSystem, kubeletConfigReader, KubeletConfigName, groups(nodesGroup, bootstrapTokenGroup)...)...)
+	if in.ControlPlane.Spec.ServiceAccountIssuer != "" {
+		objs = append(objs, clusterRoleBinding(issuerDiscovery, "system:service-account-issuer-discovery", groups(user.AllUnauthenticated)...))
+	}
 	return objs, nil
 }
 

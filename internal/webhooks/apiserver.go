@@ -24,10 +24,18 @@ import (
 func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) field.ErrorList {
 	pod := spec.Child("deployment", "apiServer")
 	errs := apiserverconfig.ValidateOIDCProviders(spec.Child("oidcProviders"), s.OIDCProviders)
-	if issuer, set := s.Deployment.APIServer.Args["service-account-issuer"]; set {
-		if _, clash := s.OIDCProviders[issuer]; clash {
-			errs = append(errs, field.Forbidden(spec.Child("oidcProviders").Key(issuer),
-				"is the API server's own service account issuer (spec.deployment.apiServer.args[service-account-issuer]), which it refuses as a JWT issuer"))
+	errs = append(errs, validateServiceAccountIssuer(spec.Child("serviceAccountIssuer"), s.ServiceAccountIssuer)...)
+	if s.ServiceAccountIssuer != "" {
+		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, "spec.serviceAccountIssuer",
+			func(flag string) bool { return flag == "service-account-issuer" || flag == "service-account-jwks-uri" })...)
+	}
+	for _, own := range []struct{ issuer, from string }{
+		{s.ServiceAccountIssuer, "spec.serviceAccountIssuer"},
+		{s.Deployment.APIServer.Args["service-account-issuer"], "spec.deployment.apiServer.args[service-account-issuer]"},
+	} {
+		if _, clash := s.OIDCProviders[own.issuer]; clash && own.issuer != "" {
+			errs = append(errs, field.Forbidden(spec.Child("oidcProviders").Key(own.issuer),
+				"is the API server's own service account issuer ("+own.from+"), which it refuses as a JWT issuer"))
 		}
 	}
 	if len(s.OIDCProviders) > 0 {
@@ -42,6 +50,26 @@ func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) 
 			})...)
 	}
 	return append(errs, validateMounts(pod.Child("mounts"), s.Deployment.APIServer.Mounts)...)
+}
+
+// validateServiceAccountIssuer checks an issuer URL of the user's choice:
+// an https URL with a host and nothing the discovery document's key URL
+// (issuer + /openid/v1/jwks) could not follow, and not the in-cluster
+// issuer, which the API servers accept anyway.
+func validateServiceAccountIssuer(path *field.Path, issuer string) field.ErrorList {
+	if issuer == "" {
+		return nil
+	}
+	const allowed = "must be an https URL with a host and an optional path, without user, query, fragment or trailing slash, such as https://oidc.example.com/tenant-a"
+	u, err := url.Parse(issuer)
+	switch {
+	case err != nil, u.Scheme != "https", u.Host == "", u.User != nil, u.RawQuery != "", u.Fragment != "", u.ForceQuery, strings.HasSuffix(issuer, "/"):
+		return field.ErrorList{field.Invalid(path, issuer, allowed)}
+	case apiserverconfig.IsReservedIssuer(issuer):
+		return field.ErrorList{field.Forbidden(path,
+			"is the in-cluster issuer (https://kubernetes.default.svc.<cluster domain>), which the API servers accept anyway; name the URL clouds discover the cluster's keys at")}
+	}
+	return nil
 }
 
 // renderedArgs refuses args the controller sets from field (or that the

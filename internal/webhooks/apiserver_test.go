@@ -44,6 +44,30 @@ func TestAPIServerSettingsRefusedNamingTheField(t *testing.T) {
 			`{oidcProviders: {"https://issuer.example.com": ` + provider + `}, deployment: {apiServer: {args: {service-account-issuer: "https://issuer.example.com"}}}}`,
 			`spec.oidcProviders[https://issuer.example.com]: Forbidden: is the API server's own service account issuer`,
 		},
+		"the API server's own issuer set in spec.serviceAccountIssuer": {
+			`{oidcProviders: {"https://issuer.example.com": ` + provider + `}, serviceAccountIssuer: "https://issuer.example.com"}`,
+			`spec.oidcProviders[https://issuer.example.com]: Forbidden: is the API server's own service account issuer (spec.serviceAccountIssuer)`,
+		},
+		"a service account issuer that is not https": {
+			`serviceAccountIssuer: "http://oidc.example.com"`,
+			`spec.serviceAccountIssuer: Invalid value: "http://oidc.example.com": must be an https URL with a host`,
+		},
+		"a service account issuer with a query": {
+			`serviceAccountIssuer: "https://oidc.example.com/a?b=c"`,
+			`spec.serviceAccountIssuer: Invalid value: "https://oidc.example.com/a?b=c": must be an https URL`,
+		},
+		"a service account issuer with a trailing slash": {
+			`serviceAccountIssuer: "https://oidc.example.com/"`,
+			`spec.serviceAccountIssuer: Invalid value: "https://oidc.example.com/": must be an https URL`,
+		},
+		"the in-cluster issuer as the service account issuer": {
+			`serviceAccountIssuer: "https://kubernetes.default.svc.cluster.local"`,
+			`spec.serviceAccountIssuer: Forbidden: is the in-cluster issuer`,
+		},
+		"the issuer flags beside spec.serviceAccountIssuer": {
+			`{serviceAccountIssuer: "https://oidc.example.com", deployment: {apiServer: {args: {service-account-jwks-uri: "https://x/keys"}}}}`,
+			`spec.deployment.apiServer.args[service-account-jwks-uri]: Forbidden: set by the controller from spec.serviceAccountIssuer`,
+		},
 		"duplicate audiences": {
 			`oidcProviders: {"https://sso.example.com": {audiences: [a, a], claimMappings: {username: claims.sub}}}`,
 			`spec.oidcProviders[https://sso.example.com].audiences[1]: Duplicate value: "a"`,

@@ -417,6 +417,11 @@ func ValidateHostedControlPlaneUpdate(old, hcp *v1alpha1.HostedControlPlane) fie
 		errs = append(errs, immutable(class,
 			ptr.Deref(old.Spec.Etcd.StorageClassName, "(cluster default)"), "existing etcd volumes cannot move"))
 	}
+	if old.Spec.ServiceAccountIssuer != "" && hcp.Spec.ServiceAccountIssuer != old.Spec.ServiceAccountIssuer &&
+		len(validateServiceAccountIssuer(spec.Child("serviceAccountIssuer"), old.Spec.ServiceAccountIssuer)) == 0 {
+		errs = append(errs, immutable(spec.Child("serviceAccountIssuer"), old.Spec.ServiceAccountIssuer,
+			"the service account tokens signed for it would be refused"))
+	}
 	if !apiequality.Semantic.DeepEqual(old.Spec.Etcd.Restore, hcp.Spec.Etcd.Restore) {
 		errs = append(errs, field.Forbidden(spec.Child("etcd", "restore"),
 			"cannot be added, changed or removed: etcd is restored only before it first starts; set it when creating the control plane"))

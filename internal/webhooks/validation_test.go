@@ -629,6 +629,20 @@ func TestUpdates(t *testing.T) {
 			"spec.etcd.volumeSize: Forbidden: cannot be removed once set (was 4Gi): volumes only grow, and without it they would be sized at the default 2Gi; set it to at least 4Gi",
 		},
 		{
+			"a service account issuer changed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ServiceAccountIssuer = "https://a.example.com" },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ServiceAccountIssuer = "https://b.example.com" },
+			"spec.serviceAccountIssuer: Forbidden: cannot change once set (was https://a.example.com): the service account tokens signed for it would be refused",
+		},
+		{
+			"a service account issuer removed", func(h *v1alpha1.HostedControlPlane) { h.Spec.ServiceAccountIssuer = "https://a.example.com" },
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ServiceAccountIssuer = "" },
+			"spec.serviceAccountIssuer: Forbidden: cannot change once set (was https://a.example.com)",
+		},
+		{
+			"a service account issuer added", func(*v1alpha1.HostedControlPlane) {},
+			func(h *v1alpha1.HostedControlPlane) { h.Spec.ServiceAccountIssuer = "https://a.example.com" }, "",
+		},
+		{
 			"an upgrade beyond the supported range", func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.36.3" },
 			func(h *v1alpha1.HostedControlPlane) { h.Spec.Version = "v1.37.0" },
 			`spec.version: Invalid value: "v1.37.0": this release runs Kubernetes v1.31.x to v1.36.x`,
