@@ -1,14 +1,20 @@
 package envtest
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -54,6 +60,9 @@ func startWorkloadCluster(t *testing.T, name, version string) (*clusterv1.Cluste
 	port := freePort(t)
 	cluster, hcp := readyControlPlane(t, name, version, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(port)}
+		// The endpoint serves the issuer's discovery document, as a
+		// cloud's identity federation fetches it.
+		h.Spec.ServiceAccountIssuer = fmt.Sprintf("https://127.0.0.1:%d", port)
 	})
 	w := &workloadCluster{auditLog: runHostedAPIServer(t, hcp.Namespace, name, port)}
 	runningPod(t, hcp, name+"-apiserver-a", version)
@@ -159,6 +168,7 @@ func TestWorkloadCluster(t *testing.T) {
 	assert.Contains(t, c.Message, "Deployment coredns: 0 of 2 available")
 
 	t.Run("a kubeadm worker can discover and join", func(t *testing.T) { joinObjects(t, hcp, w) })
+	t.Run("service account issuer discovery", func(t *testing.T) { issuerDiscovery(t, hcp, w) })
 	t.Run("add-ons", func(t *testing.T) { addons(t, hcp, w) })
 	t.Run("an unchanged workload cluster costs no writes", func(t *testing.T) {
 		waitQuiet(t)
@@ -432,4 +442,63 @@ func upgradeAddons(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadCl
 	config := &corev1.ConfigMap{}
 	w.get(t, config, "kube-system", "kubeadm-config")
 	assert.Contains(t, config.Data["ClusterConfiguration"], "kubernetesVersion: v1.36.3")
+}
+
+// issuerDiscovery fetches, anonymously through the endpoint as a cloud's
+// identity federation does, the discovery document of
+// spec.serviceAccountIssuer and its keys, and verifies with them a token
+// the API server issued: it names the issuer. Nothing else is anonymous:
+// discovery of the API, Secrets and Namespaces stay refused.
+func issuerDiscovery(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workloadCluster) {
+	ctx := testContext(t)
+	issuer := hcp.Spec.ServiceAccountIssuer
+	anonymous, err := rest.HTTPClientFor(rest.AnonymousClientConfig(w.config))
+	require.NoError(t, err)
+	fetch := func(path string) (int, []byte) {
+		resp, err := anonymous.Get(w.config.Host + path)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, body
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	waitFor(t, "the discovery document served anonymously", func() error {
+		code, body := fetch("/.well-known/openid-configuration")
+		if code != http.StatusOK {
+			return fmt.Errorf("status %d: %s", code, body)
+		}
+		return json.Unmarshal(body, &doc)
+	})
+	assert.Equal(t, issuer, doc.Issuer)
+	assert.Equal(t, issuer+"/openid/v1/jwks", doc.JWKSURI, "the keys are found at the issuer")
+	code, body := fetch("/openid/v1/jwks")
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	keys := jose.JSONWebKeySet{}
+	require.NoError(t, json.Unmarshal(body, &keys))
+	require.NotEmpty(t, keys.Keys)
+
+	// A token of a service account, as the kubelet asks for it, names the
+	// issuer and is signed by a key of the set.
+	cs, err := kubernetes.NewForConfig(w.config)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "federated"}}, metav1.CreateOptions{})
+	require.NoError(t, client.IgnoreAlreadyExists(err))
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "federated",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"sts.example.com"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	signed, err := jwt.ParseSigned(tr.Status.Token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	require.NoError(t, err)
+	claims := jwt.Claims{}
+	require.NoError(t, signed.Claims(keys.Keys[0].Key, &claims), "the token verifies with the served key")
+	assert.Equal(t, issuer, claims.Issuer)
+	assert.Contains(t, []string(claims.Audience), "sts.example.com")
+
+	for _, path := range []string{"/api", "/apis", "/api/v1/namespaces", "/api/v1/namespaces/kube-system/secrets"} {
+		code, body := fetch(path)
+		assert.Equal(t, http.StatusForbidden, code, "%s is not anonymous: %s", path, body)
+	}
 }
