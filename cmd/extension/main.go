@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -64,7 +63,7 @@ func newManager(restConfig *rest.Config, cfg settings.Extension) (ctrl.Manager, 
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                program.Metrics(cfg.Serving),
 		HealthProbeBindAddress: cfg.HealthAddr,
 		// Secrets are read one at a time when a gate asks; caching every
 		// Secret of the management cluster would cost memory and access.

@@ -26,13 +26,17 @@ var (
 		Name: "hostedcp_etcd_backup_failures_total",
 		Help: "etcd snapshots that were not stored, by control plane and BackupReady reason.",
 	}, []string{"namespace", "name", "reason"})
+	interval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostedcp_etcd_backup_interval_seconds",
+		Help: "Seconds between the next scheduled etcd snapshot and the one after it, by control plane: what a snapshot's age is measured against.",
+	}, []string{"namespace", "name"})
 	newest = &ageCollector{desc: prometheus.NewDesc("hostedcp_etcd_backup_newest_age_seconds",
 		"Seconds since the newest etcd snapshot that was stored and verified, by control plane.",
 		[]string{"namespace", "name"}, nil), last: map[types.NamespacedName]time.Time{}}
 )
 
 func init() {
-	metrics.Registry.MustRegister(snapshotDuration, snapshotSize, snapshotFailures, newest)
+	metrics.Registry.MustRegister(snapshotDuration, snapshotSize, snapshotFailures, interval, newest)
 }
 
 // ageCollector reports the age of each control plane's newest snapshot at
@@ -65,5 +69,6 @@ func forget(cp types.NamespacedName) {
 	delete(newest.last, cp)
 	newest.mu.Unlock()
 	snapshotSize.DeleteLabelValues(cp.Namespace, cp.Name)
+	interval.DeleteLabelValues(cp.Namespace, cp.Name)
 	snapshotFailures.DeletePartialMatch(prometheus.Labels{"namespace": cp.Namespace, "name": cp.Name})
 }

@@ -184,6 +184,7 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 	// requests with backup-now, are held to it here.
 	earliest := r.earliest(hcp)
 	due := later(sched.next(since), earliest)
+	interval.WithLabelValues(hcp.Namespace, hcp.Name).Set(sched.next(due).Sub(due).Seconds())
 	_, asked := hcp.Annotations[v1alpha1.BackupNowAnnotation]
 	now := time.Now()
 	if asked && now.Before(earliest) {

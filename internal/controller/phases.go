@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,8 @@ func workloadPhases() []phase { return phasesOf(components.Workload()) }
 
 // side is a cluster where components are kept.
 type side struct {
+	// name is management or workload, as the metrics tell them.
+	name    string
 	applier *apply.Applier
 	// ordered: a phase that is not done ends the pass, and the later ones
 	// wait for it. Otherwise each phase stands alone.
@@ -64,14 +67,18 @@ type side struct {
 
 // management is the management cluster, where the pass keeps a control
 // plane's own components in order.
-func (r *Reconciler) management() side { return side{applier: r.applier, ordered: true} }
+func (r *Reconciler) management() side {
+	return side{name: managementSide, applier: r.applier, ordered: true}
+}
 
 // run keeps each phase of one side, recording its condition. It returns the
 // bad situations of a side whose phases stand alone.
 func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase) []error {
 	var problems []error
 	for i, p := range phases {
+		start := time.Now()
 		out := r.runPhase(ctx, s, on, p)
+		phaseSeconds.WithLabelValues(on.name, p.condition).Observe(time.Since(start).Seconds())
 		r.record(s.hcp, p.condition, out)
 		if !on.ordered {
 			if out.Warn {
@@ -203,9 +210,11 @@ func (r *Reconciler) sync(ctx context.Context, s *scope, on side, condition stri
 		// the same objects are counted in one series, others stand apart.
 		switch {
 		case change == apply.Restored:
+			repairs.WithLabelValues(condition, restored).Inc()
 			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Restore",
 				"restored %s in the workload cluster, which had been edited", objectName(obj))
 		case change == apply.Created && established:
+			repairs.WithLabelValues(condition, recreated).Inc()
 			r.recorder.Eventf(s.hcp, obj, corev1.EventTypeNormal, v1alpha1.RepairedReason, "Recreate",
 				"recreated %s in the workload cluster, which had been deleted", objectName(obj))
 		}

@@ -161,6 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, hcp); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.mustRoll.Done(req.String())
+			fleet.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -179,11 +180,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	s := &scope{hcp: hcp, cluster: cluster}
+	initialized := ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false)
 	defer func() {
 		updateStatus(s)
 		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: ownedConditions()}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("patch HostedControlPlane: %w", err)})
+			return
 		}
+		observePass(s, initialized)
 	}()
 
 	if cluster == nil {

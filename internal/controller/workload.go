@@ -79,7 +79,7 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 		markUnreachable(s.hcp, err)
 		return nil
 	}
-	workload := side{applier: &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: contract.ManagedBy}, repairs: true}
+	workload := side{name: workloadSide, applier: &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: contract.ManagedBy}, repairs: true}
 	problems := r.run(ctx, s, workload, workloadPhases())
 	more, err := r.rewriteSecrets(ctx, s, live)
 	s.rewriting = more

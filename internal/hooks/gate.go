@@ -48,31 +48,35 @@ type Handlers struct {
 
 // BeforeClusterUpgrade holds an upgrade until the control plane is healthy.
 func (h *Handlers) BeforeClusterUpgrade(ctx context.Context, req *runtimehooksv1.BeforeClusterUpgradeRequest, resp *runtimehooksv1.BeforeClusterUpgradeResponse) {
-	h.gate(ctx, req.Settings, &req.Cluster, "the upgrade to "+req.ToKubernetesVersion, resp)
+	h.gate(ctx, "BeforeClusterUpgrade", req.Settings, &req.Cluster, "the upgrade to "+req.ToKubernetesVersion, resp)
 }
 
 // BeforeControlPlaneUpgrade holds each step of an upgrade until the control
 // plane is healthy.
 func (h *Handlers) BeforeControlPlaneUpgrade(ctx context.Context, req *runtimehooksv1.BeforeControlPlaneUpgradeRequest, resp *runtimehooksv1.BeforeControlPlaneUpgradeResponse) {
-	h.gate(ctx, req.Settings, &req.Cluster, "the control plane upgrade to "+req.ToKubernetesVersion, resp)
+	h.gate(ctx, "BeforeControlPlaneUpgrade", req.Settings, &req.Cluster, "the control plane upgrade to "+req.ToKubernetesVersion, resp)
 }
 
 // gate answers Success either way; a hold sets retryAfterSeconds and says
-// why. Only a bad setting, which waiting cannot fix, is a Failure.
-func (h *Handlers) gate(ctx context.Context, settings map[string]string, cluster *clusterv1.Cluster, what string, resp runtimehooksv1.RetryResponseObject) {
+// why. Only a bad setting, which waiting cannot fix, is a Failure. Each
+// answer counts in hostedcp_upgrade_gate_decisions_total under hook.
+func (h *Handlers) gate(ctx context.Context, hook string, settings map[string]string, cluster *clusterv1.Cluster, what string, resp runtimehooksv1.RetryResponseObject) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster))
 	retry, err := retryAfter(settings)
 	if err != nil {
+		gateDecisions.WithLabelValues(hook, refuse, badSettingReason).Inc()
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 		resp.SetMessage(err.Error())
 		return
 	}
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-	problems := h.Problems(ctx, cluster)
+	reason, problems := h.judge(ctx, cluster)
 	if len(problems) == 0 {
+		gateDecisions.WithLabelValues(hook, allow, reason).Inc()
 		log.Info("Control plane is healthy, allowing " + what)
 		return
 	}
+	gateDecisions.WithLabelValues(hook, hold, reason).Inc()
 	msg := fmt.Sprintf("holding %s until the control plane is healthy: %s", what, strings.Join(problems, "; "))
 	log.Info("Holding an upgrade", "reason", msg, "retryAfterSeconds", retry)
 	resp.SetRetryAfterSeconds(retry)
@@ -97,17 +101,25 @@ func retryAfter(settings map[string]string) (int32, error) {
 // healthy. It is empty when nothing does, and for control planes of other
 // kinds, which this extension does not judge.
 func (h *Handlers) Problems(ctx context.Context, cluster *clusterv1.Cluster) []string {
+	_, problems := h.judge(ctx, cluster)
+	return problems
+}
+
+// judge is Problems with the reason of the verdict, as the metric tells it.
+func (h *Handlers) judge(ctx context.Context, cluster *clusterv1.Cluster) (string, []string) {
 	ref := cluster.Spec.ControlPlaneRef
 	if !ref.IsDefined() || ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != "HostedControlPlane" {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not a hosted control plane, not judging it", "controlPlaneRef", ref)
-		return nil
+		return notHostedReason, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
 	var problems []string
+	reason := healthyReason
 	hcp, p := h.availability(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name})
 	if p != "" {
 		problems = append(problems, p)
+		reason = notAvailableReason
 	}
 	var quota int64
 	if hcp != nil {
@@ -115,8 +127,11 @@ func (h *Handlers) Problems(ctx context.Context, cluster *clusterv1.Cluster) []s
 	}
 	if p := h.etcdHealth(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}, quota); p != "" {
 		problems = append(problems, p)
+		if reason == healthyReason {
+			reason = etcdReason
+		}
 	}
-	return problems
+	return reason, problems
 }
 
 // availability reads the HostedControlPlane, nil when it cannot, and says

@@ -52,6 +52,9 @@ func start(ctx context.Context, name string, common settings.Serving, run func(c
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	if err := telemetry.CountRequests(rc); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
 	stopTracing, err := telemetry.Setup(ctx, common.OTLPEndpoint, "hosted-control-plane-"+name, rc)
 	if err != nil {
 		return err

@@ -32,6 +32,10 @@ type Serving struct {
 	// MetricsAddr and HealthAddr are host:port listen addresses; "0" turns
 	// the endpoint off.
 	MetricsAddr, HealthAddr string
+	// MetricsSecure serves the metrics over HTTPS to clients the management
+	// cluster authenticates (TokenReview) and authorizes (SubjectAccessReview
+	// of GET on the non-resource URL /metrics).
+	MetricsSecure bool
 	// CertDir holds tls.crt and tls.key for the TLS server on Port.
 	CertDir string
 	Port    int
@@ -47,7 +51,9 @@ func (s *Serving) bind(src *source, defaultPort int) {
 		"the pod's service account, then ~/.kube/config)")
 	src.String(&s.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
 	src.String(&s.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error or a verbosity 0-10")
-	src.String(&s.MetricsAddr, "metrics-bind-address", "METRICS_BIND_ADDRESS", ":8080", `metrics listen address, "0" to disable`)
+	src.String(&s.MetricsAddr, "metrics-bind-address", "METRICS_BIND_ADDRESS", ":8443", `metrics listen address, "0" to disable`)
+	src.Bool(&s.MetricsSecure, "metrics-secure", "METRICS_SECURE", true,
+		"serve metrics over HTTPS to clients allowed to GET the non-resource URL /metrics; false: plain HTTP to anyone")
 	src.String(&s.HealthAddr, "health-probe-bind-address", "HEALTH_PROBE_BIND_ADDRESS", ":8081", `health and readiness listen address, "0" to disable`)
 	src.String(&s.CertDir, "webhook-cert-dir", "WEBHOOK_CERT_DIR", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"directory with tls.crt and tls.key of the TLS server")

@@ -28,7 +28,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	c, err := outsidePod(t, nil, env(map[string]string{
 		"LEADER_ELECTION": "false", "WEBHOOK_CERT_DIR": dir, "MAX_CONCURRENT_RECONCILES": "7",
 		"CONTROLLER_NAMESPACE": "capi-system", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "METRICS_BIND_ADDRESS": "127.0.0.1:9090", "METRICS_SECURE": "false",
 		"HEALTH_PROBE_BIND_ADDRESS": "0", "TUNNEL_IMAGE": "registry.example.com/hcp/tunnel:v1", "MAX_CONCURRENT_BACKUPS": "4",
 		"ETCD_RESTORE_IMAGE": "registry.example.com/hcp/etcd-restore:v1", "ALLOWED_IMAGE_REGISTRIES": "registry.k8s.io, registry.example.com/hcp",
 	}))
@@ -42,6 +42,7 @@ func TestControllerReadsEnvironment(t *testing.T) {
 	assert.Equal(t, "debug", c.LogLevel)
 	assert.Equal(t, "http://collector:4317", c.OTLPEndpoint)
 	assert.Equal(t, "127.0.0.1:9090", c.MetricsAddr)
+	assert.False(t, c.MetricsSecure)
 	assert.Equal(t, "0", c.HealthAddr)
 	assert.Equal(t, "registry.example.com/hcp/tunnel:v1", c.TunnelImage)
 	assert.Equal(t, "registry.example.com/hcp/etcd-restore:v1", c.EtcdRestoreImage)
@@ -74,7 +75,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 2, c.MaxConcurrentBackups)
 	assert.Equal(t, "json", c.LogFormat)
 	assert.Equal(t, "info", c.LogLevel)
-	assert.Equal(t, ":8080", c.MetricsAddr)
+	assert.Equal(t, ":8443", c.MetricsAddr)
+	assert.True(t, c.MetricsSecure, "metrics only to those the management cluster authorizes")
 	assert.Equal(t, ":8081", c.HealthAddr)
 	assert.Equal(t, 9443, c.Port)
 	assert.Empty(t, c.Kubeconfig)
