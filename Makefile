@@ -15,7 +15,7 @@ CAPI_VERSION        := $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}
 BIN       := $(CURDIR)/bin
 # The Go modules of this repository: the product, the local management cluster
 # (tools/localcluster) and the end-to-end tests that use both (test/e2e).
-MODULES   := . tools/localcluster test/e2e
+MODULES   := . tools/localcluster tools/metricscheck test/e2e
 KUBE_BIN  := $(BIN)/kube/$(KUBE_VERSION)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS)
 GOLANGCI       := $(BIN)/golangci-lint-$(GOLANGCI_LINT)
@@ -106,6 +106,7 @@ test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs
 unit: clusterctl $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
 	go test ./api/... ./internal/... ./cmd/...
 	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test ./...
+	cd tools/metricscheck && go test ./...
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.

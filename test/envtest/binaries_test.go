@@ -39,7 +39,10 @@ func TestControllerStartsAndStops(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
 	require.NoError(t, proc.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", p[0]), time.Minute))
-	require.NoError(t, proc.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/metrics", p[1]), time.Minute))
+	require.NoError(t, proc.WaitListening(fmt.Sprintf("127.0.0.1:%d", p[1]), time.Minute))
+	code, _, err := Scrape(testContext(t), fmt.Sprintf("https://127.0.0.1:%d/metrics", p[1]), metricsToken(t))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "metrics served to the metrics reader")
 
 	lease := &coordinationv1.Lease{}
 	require.Eventually(t, func() bool {

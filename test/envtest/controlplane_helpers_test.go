@@ -3,7 +3,6 @@ package envtest
 import (
 	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -138,11 +137,8 @@ func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version st
 // is idle now (nothing queued, no pass running).
 func reconciles(t *testing.T) (total float64, idle bool) {
 	t.Helper()
-	resp, err := http.Get(controller.MetricsURL)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
 	busy := 0.0
-	scanner := bufio.NewScanner(resp.Body)
+	scanner := bufio.NewScanner(strings.NewReader(scrapeController(t)))
 	for scanner.Scan() {
 		line := scanner.Text()
 		if !strings.Contains(line, `"hostedcontrolplane"`) {

@@ -232,9 +232,12 @@ func (e *Env) StartControllerBinary(bin string, settings ...string) (*Process, e
 	if err != nil {
 		return nil, err
 	}
-	p.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	p.MetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics)
 	if err := p.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), time.Minute); err != nil {
 		return nil, errors.Join(fmt.Errorf("controller: %w", err), p.Stop(5*time.Second))
+	}
+	if err := p.WaitListening(fmt.Sprintf("127.0.0.1:%d", metrics), time.Minute); err != nil {
+		return nil, errors.Join(fmt.Errorf("controller metrics: %w", err), p.Stop(5*time.Second))
 	}
 	return p, nil
 }

@@ -43,19 +43,33 @@ type hostedEtcd struct {
 // certificate cert-manager issued for it.
 func runHostedEtcd(t *testing.T, ns, cluster string) *hostedEtcd {
 	t.Helper()
+	return runHostedEtcdAt(t, ns, cluster, "")
+}
+
+// runHostedEtcdAt runs the etcd of a control plane as runHostedEtcd does,
+// and, when podIP is set, as the first member of its StatefulSet: named as
+// its pod and serving also on the pod's address and etcd's client port,
+// where the controller reaches its members.
+func runHostedEtcdAt(t *testing.T, ns, cluster, podIP string) *hostedEtcd {
+	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	dir := t.TempDir()
 	etcdPort, peerPort := freePort(t), freePort(t)
+	name, listen := "member", fmt.Sprintf("https://127.0.0.1:%d", etcdPort)
+	if podIP != "" {
+		name = cluster + "-etcd-0"
+		listen += fmt.Sprintf(",https://%s:%d", podIP, contract.EtcdClientPort)
+	}
 
 	certs := filepath.Join(dir, "etcd-pki")
 	writeSecretFiles(t, ns, cluster+"-etcd-server", certs)
 	etcd, err := StartProcess(filepath.Join(bin, "etcd"), nil,
-		"--name=member", "--data-dir="+filepath.Join(dir, "etcd-data"),
-		fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d", etcdPort),
+		"--name="+name, "--data-dir="+filepath.Join(dir, "etcd-data"),
+		"--listen-client-urls="+listen,
 		fmt.Sprintf("--advertise-client-urls=https://127.0.0.1:%d", etcdPort),
 		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", peerPort),
 		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peerPort),
-		fmt.Sprintf("--initial-cluster=member=http://127.0.0.1:%d", peerPort),
+		fmt.Sprintf("--initial-cluster=%s=http://127.0.0.1:%d", name, peerPort),
 		"--listen-metrics-urls=http://127.0.0.1:0",
 		"--client-cert-auth", "--trusted-ca-file="+certs+"/ca.crt",
 		"--cert-file="+certs+"/tls.crt", "--key-file="+certs+"/tls.key")

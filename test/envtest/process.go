@@ -39,7 +39,8 @@ func FreePort() (int, error) {
 
 // Process is one of the provider's binaries, running.
 type Process struct {
-	// MetricsURL serves the process's Prometheus metrics, when it has any.
+	// MetricsURL serves the process's Prometheus metrics, when it has any,
+	// to those allowed to read them (see Scrape).
 	MetricsURL string
 
 	cmd  *exec.Cmd
@@ -101,6 +102,20 @@ func (p *Process) WaitReady(url string, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not answer 200 within %s:\n%s", url, timeout, p.Output())
+}
+
+// WaitListening waits until something accepts connections at addr, such as
+// the metrics server, which listens only once it made its certificate.
+func (p *Process) WaitListening(addr string, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("exited before listening on %s (%w):\n%s", addr, err, p.Output())
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			return conn.Close()
+		}
+	}
+	return fmt.Errorf("nothing listens on %s after %s:\n%s", addr, timeout, p.Output())
 }
 
 // Stop sends SIGTERM and waits for the exit; it returns the exit error, or

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,11 +125,8 @@ func renew(t *testing.T, ns string, names ...string) {
 // control plane demo in ns, as the controller serves it.
 func expirySeconds(t *testing.T, ns, secret string) float64 {
 	t.Helper()
-	resp, err := http.Get(controller.MetricsURL)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
 	want := fmt.Sprintf(`hostedcp_certificate_expiry_seconds{name="demo",namespace=%q,secret=%q} `, ns, secret)
-	scanner := bufio.NewScanner(resp.Body)
+	scanner := bufio.NewScanner(strings.NewReader(scrapeController(t)))
 	for scanner.Scan() {
 		if value, ok := strings.CutPrefix(scanner.Text(), want); ok {
 			v, err := strconv.ParseFloat(value, 64)
