@@ -242,8 +242,10 @@ func checkDashboardAndAlerts(t *testing.T, urls ...string) {
 	// The first run builds the checker and Prometheus's PromQL engine.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"run", ".",
-		"-token-file", tokenFile, "-rules", filepath.Join(dir, "prometheusrule.yaml"), "-dashboard", filepath.Join(dir, "dashboard.json")},
+	cmd := exec.CommandContext(ctx, "go", append([]string{
+		"run", ".",
+		"-token-file", tokenFile, "-rules", filepath.Join(dir, "prometheusrule.yaml"), "-dashboard", filepath.Join(dir, "dashboard.json"),
+	},
 		urls...)...)
 	cmd.Dir = filepath.Join(env.Root, "tools", "metricscheck")
 	out, err := cmd.CombinedOutput()

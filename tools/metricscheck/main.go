@@ -222,9 +222,9 @@ func scrape(db *store, url, token string, at time.Time) (int, error) {
 		return 0, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	n := 0
-	add := func(name string, m *dto.Metric, v float64, extra ...string) error {
+	add := func(name string, m *dto.Metric, v float64, extra ...string) {
 		b := labels.NewBuilder(labels.EmptyLabels())
-		b.Set(labels.MetricName, name)
+		b.Set(model.MetricNameLabel, name)
 		b.Set("instance", url)
 		for _, l := range m.GetLabel() {
 			b.Set(l.GetName(), l.GetValue())
@@ -234,36 +234,31 @@ func scrape(db *store, url, token string, at time.Time) (int, error) {
 		}
 		n++
 		db.add(b.Labels(), at.UnixMilli(), v)
-		return nil
 	}
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
-			var err error
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
-				err = add(name, m, m.GetCounter().GetValue())
+				add(name, m, m.GetCounter().GetValue())
 			case dto.MetricType_GAUGE:
-				err = add(name, m, m.GetGauge().GetValue())
+				add(name, m, m.GetGauge().GetValue())
 			case dto.MetricType_UNTYPED:
-				err = add(name, m, m.GetUntyped().GetValue())
+				add(name, m, m.GetUntyped().GetValue())
 			case dto.MetricType_HISTOGRAM:
 				h := m.GetHistogram()
 				for _, b := range h.GetBucket() {
-					err = errors.Join(err, add(name+"_bucket", m, float64(b.GetCumulativeCount()), "le", formatLe(b.GetUpperBound())))
+					add(name+"_bucket", m, float64(b.GetCumulativeCount()), "le", formatLe(b.GetUpperBound()))
 				}
-				err = errors.Join(err, add(name+"_bucket", m, float64(h.GetSampleCount()), "le", "+Inf"),
-					add(name+"_sum", m, h.GetSampleSum()), add(name+"_count", m, float64(h.GetSampleCount())))
+				add(name+"_bucket", m, float64(h.GetSampleCount()), "le", "+Inf")
+				add(name+"_sum", m, h.GetSampleSum())
+				add(name+"_count", m, float64(h.GetSampleCount()))
 			case dto.MetricType_SUMMARY:
 				s := m.GetSummary()
 				for _, q := range s.GetQuantile() {
-					err = errors.Join(err, add(name, m, q.GetValue(), "quantile", fmt.Sprint(q.GetQuantile())))
+					add(name, m, q.GetValue(), "quantile", fmt.Sprint(q.GetQuantile()))
 				}
-				err = errors.Join(err, add(name+"_sum", m, s.GetSampleSum()), add(name+"_count", m, float64(s.GetSampleCount())))
-			default:
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("scrape %s: %s: %w", url, name, err)
+				add(name+"_sum", m, s.GetSampleSum())
+				add(name+"_count", m, float64(s.GetSampleCount()))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -13,8 +14,8 @@ func TestCheck(t *testing.T) {
 	db := newStore()
 	now := time.Now()
 	for _, at := range []time.Time{now.Add(-5 * time.Second), now} {
-		db.add(labels.FromStrings(labels.MetricName, "hostedcp_control_plane_condition", "type", "Available", "status", "True", "reason", "Ready"), at.UnixMilli(), 1)
-		db.add(labels.FromStrings(labels.MetricName, "hostedcp_control_plane_condition", "type", "EtcdReady", "status", "False", "reason", "Progressing"), at.UnixMilli(), 1)
+		db.add(labels.FromStrings(model.MetricNameLabel, "hostedcp_control_plane_condition", "type", "Available", "status", "True", "reason", "Ready"), at.UnixMilli(), 1)
+		db.add(labels.FromStrings(model.MetricNameLabel, "hostedcp_control_plane_condition", "type", "EtcdReady", "status", "False", "reason", "Progressing"), at.UnixMilli(), 1)
 	}
 	for expr, ok := range map[string]bool{
 		`count by (reason) (hostedcp_control_plane_condition{type="Available"})`:            true,

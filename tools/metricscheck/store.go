@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -50,13 +51,13 @@ func (s *store) missing(matchers []*labels.Matcher) []string {
 	defer s.mu.Unlock()
 	var name string
 	for _, m := range matchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			name = m.Value
 		}
 	}
 	var of []labels.Labels
 	for _, m := range s.series {
-		if name == "" || m.lset.Get(labels.MetricName) == name {
+		if name == "" || m.lset.Get(model.MetricNameLabel) == name {
 			of = append(of, m.lset)
 		}
 	}
@@ -65,7 +66,7 @@ func (s *store) missing(matchers []*labels.Matcher) []string {
 	}
 	var out []string
 	for _, m := range matchers {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			continue
 		}
 		has, hasValue := false, false
