@@ -277,7 +277,22 @@ func apiServerArgs(in render.Input) []string {
 		"tls-private-key-file":               pki + "/apiserver/tls.key",
 	}
 	apiServerFileArgs(in, defaults)
-	return render.Flags(defaults, in.ControlPlane.Spec.Deployment.APIServer.Args)
+	flags := render.Values(defaults)
+	serviceAccountIssuerArgs(in, flags)
+	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args)
+}
+
+// serviceAccountIssuerArgs point the API server at spec.serviceAccountIssuer:
+// it signs for that issuer (the first) and accepts tokens of the in-cluster
+// one it signed for before (the second), and its discovery document names
+// the keys at the issuer.
+func serviceAccountIssuerArgs(in render.Input, flags map[string][]string) {
+	issuer := in.ControlPlane.Spec.ServiceAccountIssuer
+	if issuer == "" {
+		return
+	}
+	flags["service-account-issuer"] = append([]string{issuer}, flags["service-account-issuer"]...)
+	flags["service-account-jwks-uri"] = []string{issuer + "/openid/v1/jwks"}
 }
 
 func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {

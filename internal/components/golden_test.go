@@ -52,6 +52,7 @@ var goldenCases = []goldenCase{
 		name: "gateway",
 		cp: func(cp *v1alpha1.HostedControlPlane) {
 			cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
+			cp.Spec.ServiceAccountIssuer = "https://demo.default.k8s.example.com"
 			cp.Spec.OIDCProviders = map[string]v1alpha1.OIDCProvider{
 				"https://sso.example.com": {
 					Audiences:            []string{"demo"},

@@ -24,11 +24,30 @@ const nonRootUser = 65532
 // Flags turns defaults overridden by the user's args into --name=value
 // arguments, sorted by name so the rendering is stable.
 func Flags(defaults, overrides map[string]string) []string {
+	return FlagValues(Values(defaults), overrides)
+}
+
+// Values are flags of one value each, as FlagValues takes them.
+func Values(flags map[string]string) map[string][]string {
+	out := make(map[string][]string, len(flags))
+	for name, value := range flags {
+		out[name] = []string{value}
+	}
+	return out
+}
+
+// FlagValues is Flags for components that take some flags more than once
+// (kube-apiserver's --service-account-key-file): a flag of several values
+// is one --name=value each, in the order given. A user's arg replaces every
+// value of its flag.
+func FlagValues(defaults map[string][]string, overrides map[string]string) []string {
 	merged := maps.Clone(defaults)
-	maps.Copy(merged, overrides)
+	maps.Copy(merged, Values(overrides))
 	args := make([]string, 0, len(merged))
 	for _, name := range slices.Sorted(maps.Keys(merged)) {
-		args = append(args, "--"+name+"="+merged[name])
+		for _, value := range merged[name] {
+			args = append(args, "--"+name+"="+value)
+		}
 	}
 	return args
 }
