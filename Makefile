@@ -27,6 +27,12 @@ LOCALCLUSTER   := $(BIN)/localcluster
 E2E_DIR        ?= /var/lib/hostedcp-e2e
 # What the local management cluster needs from Debian.
 HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack ipset iproute2 xfsprogs
+# What the conformance suite's test images carry from Debian (see
+# images.ConformanceHostPackages); nginx is downloaded, not installed.
+CONFORMANCE_PACKAGES := busybox-static bind9-dnsutils curl netcat-openbsd
+# Which conformance tests make conformance runs: full (all but serial and
+# disruptive), long (serial too) or ci (the subset make test runs).
+CONFORMANCE ?= full
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -117,11 +123,28 @@ test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end te
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
-.PHONY: host-packages
-host-packages: ## Install what the local management cluster needs from Debian, when missing.
-	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# install-missing installs the Debian packages $(1) that are not installed.
+define install-missing
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then echo "installing $$missing"; apt-get update -qq; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+endef
+
+.PHONY: host-packages
+host-packages: ## Install what the local management cluster needs from Debian, when missing.
+	$(call install-missing,$(HOST_PACKAGES))
+
+.PHONY: conformance-packages
+conformance-packages: ## Install what the conformance suite's test images carry from Debian, when missing.
+	$(call install-missing,$(CONFORMANCE_PACKAGES))
+
+.PHONY: conformance-images
+conformance-images: conformance-packages ## Build the Kubernetes conformance suite (e2e.test) and its test images into bin/; list the images it names that none provides.
+	cd tools/localcluster && go run ./cmd/images -conformance
+
+.PHONY: conformance
+conformance: host-packages conformance-packages $(KUSTOMIZE) versitygw manifests images ## Run the Kubernetes conformance suite against a hosted cluster with two workers (CONFORMANCE=full|long|ci; hours for full; not run by CI).
+	cd test/e2e && E2E=1 CONFORMANCE=$(CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^TestConformance$$' -v -timeout 8h 2>&1 | tee $(BIN)/conformance.log | grep -E '^(--- |PASS|FAIL|ok|panic|e2e:|[0-9]+ passed)|conformance_test.go' || (tail -150 $(BIN)/conformance.log; exit 1)
 
 .PHONY: bench
 bench: kube-binaries versitygw host-packages $(KUSTOMIZE) manifests ## Print performance figures as BENCH lines (not run by CI): controller, extension hooks, hosted control planes end to end.

@@ -126,7 +126,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 
 	token := bootstrapToken(t, hostedClient, hosted)
 	tokenID := strings.SplitN(token, ".", 2)[0]
-	worker := startWorker(t, ns, name, nodeName, token, gateway)
+	worker := startWorker(t, ns, name, workerSpec{name: nodeName, podCIDR: workerPodCIDR}, token, gateway)
 	stop := sync.OnceValue(worker.Stop)
 	t.Cleanup(func() { assert.NoError(t, stop(), "stop the worker") })
 	t.Cleanup(func() {
@@ -328,10 +328,20 @@ func bootstrapToken(t *testing.T, hostedClient client.Client, hosted kubernetes.
 	return token
 }
 
+// workerSpec is a worker of a test: its node's name, its link (see
+// cluster.WorkerConfig.Index), its share of the pod network, and the image
+// tarballs it holds beyond those every worker runs.
+type workerSpec struct {
+	name     string
+	index    int
+	podCIDR  string
+	tarballs []string
+}
+
 // startWorker starts a worker that joins the Cluster with token, pinning
 // the cluster CA from the <cluster>-ca Secret as the kubeadm bootstrap
 // provider does.
-func startWorker(t *testing.T, ns, clusterName, nodeName, token string, gateway bool) *cluster.Worker {
+func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token string, gateway bool) *cluster.Worker {
 	t.Helper()
 	ctx := testContext(t)
 	ca := &corev1.Secret{}
@@ -353,18 +363,19 @@ func startWorker(t *testing.T, ns, clusterName, nodeName, token string, gateway 
 	if gateway {
 		refs = append(refs, contract.DefaultTunnelImage)
 	}
-	var tarballs []string
+	tarballs := slices.Clone(spec.tarballs)
 	for _, ref := range refs {
 		tarballs = append(tarballs, images.Tarball(root, ref))
 	}
 	start := time.Now()
+	nodeName := spec.name
 	w, err := mgmt.StartWorker(ctx, cluster.WorkerConfig{
-		Name: nodeName, Index: 0,
+		Name: nodeName, Index: spec.index,
 		Kubeadm: bins["kubeadm"], Kubelet: bins["kubelet"],
 		Endpoint:   net.JoinHostPort(endpoint.Host, strconv.Itoa(int(endpoint.Port))),
 		Token:      token,
 		CACertHash: hash,
-		PodCIDR:    workerPodCIDR,
+		PodCIDR:    spec.podCIDR,
 		Tarballs:   tarballs,
 	})
 	if err != nil {

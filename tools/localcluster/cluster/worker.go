@@ -281,6 +281,26 @@ func (w *Worker) setUpNetwork(context.Context) error {
 	return nil
 }
 
+// AcceptFrom has the worker accept connections from sources (CIDR
+// prefixes), such as another worker's address and pod network, as nodes of
+// one cluster on one network reach each other's pods and host ports (the
+// conformance suite checks both). Connections from anywhere else, the
+// management cluster included, stay refused.
+func (w *Worker) AcceptFrom(sources ...string) error {
+	for _, s := range sources {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			return fmt.Errorf("worker %s: accept from %q: %w", w.cfg.Name, s, err)
+		}
+		// Inserted ahead of the rules that drop new connections.
+		for _, chain := range []string{"INPUT", "FORWARD"} {
+			if err := runIn(w.rec.Netns, "iptables", "-I", chain, "1", "-i", "eth0", "-s", s, "-j", "ACCEPT"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // runIn runs a command in the network namespace ns.
 func runIn(ns string, args ...string) error {
 	return ip(append([]string{"netns", "exec", ns}, args...)...)

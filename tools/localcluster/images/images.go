@@ -23,6 +23,9 @@ type Image struct {
 type image struct {
 	ref        string
 	entrypoint []string
+	// cmd is the image's default arguments to the entrypoint, or its
+	// command when there is no entrypoint.
+	cmd []string
 	// user is the image's default user; empty is root, as in the upstream
 	// image.
 	user  string

@@ -2,6 +2,7 @@ package images
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -20,11 +21,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// file is one file of an image: a copy of a host file, or a symbolic link.
+// file is one file of an image: a copy of a host file, a file of given
+// contents, a symbolic link or an empty directory.
 type file struct {
 	path string // absolute, in the image
-	src  string // on the host; empty for a link
+	src  string // on the host; empty for the other kinds
+	data []byte // the contents of a file not copied from the host
 	link string // the target of a link
+	dir  bool   // an empty directory, which a program expects to exist
+	// mode is the permission bits, setuid included, when not the source
+	// file's (or 0o644 for data).
+	mode int64
 }
 
 // imagePath is the PATH of every image, where pods' commands that name no
@@ -85,7 +92,7 @@ func (img image) assemble(layerFile *os.File) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config = v1.Config{Entrypoint: img.entrypoint, Env: []string{imagePath}, User: img.user}
+	cfg.Config = v1.Config{Entrypoint: img.entrypoint, Cmd: img.cmd, Env: []string{imagePath}, User: img.user}
 	return mutate.ConfigFile(v, cfg)
 }
 
@@ -139,6 +146,13 @@ func (img image) writeLayer(w io.WriteCloser) error {
 				return err
 			}
 		}
+		if f.dir {
+			// Written once, as a parent of a later file would be.
+			if dirs[f.path] {
+				continue
+			}
+			dirs[f.path] = true
+		}
 		if err := writeFile(tw, f, epoch); err != nil {
 			return err
 		}
@@ -147,8 +161,18 @@ func (img image) writeLayer(w io.WriteCloser) error {
 }
 
 func writeFile(tw *tar.Writer, f file, modTime time.Time) error {
-	if f.src == "" {
+	switch {
+	case f.dir:
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: f.path[1:] + "/", Mode: cmp.Or(f.mode, 0o755), ModTime: modTime})
+	case f.src == "" && f.link != "":
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: f.path[1:], Linkname: f.link, Mode: 0o777, ModTime: modTime})
+	case f.src == "":
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Size: int64(len(f.data)), Mode: cmp.Or(f.mode, 0o644), ModTime: modTime}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(f.data)
+		return err
 	}
 	src, err := os.Open(f.src)
 	if err != nil {
@@ -159,7 +183,7 @@ func writeFile(tw *tar.Writer, f file, modTime time.Time) error {
 	if err != nil {
 		return err
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Size: st.Size(), Mode: int64(st.Mode().Perm()), ModTime: modTime}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Size: st.Size(), Mode: cmp.Or(f.mode, int64(st.Mode().Perm())), ModTime: modTime}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
@@ -205,21 +229,36 @@ func netfilterTools() ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	elves := append([]string{xtablesMulti, conntrack, ipset}, modules...)
-	libs, err := sharedLibraries(elves)
+	files, err := withLibraries(append([]string{xtablesMulti, conntrack, ipset}, modules...)...)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range iptablesCommands {
+		files = append(files, file{path: "/usr/sbin/" + c, link: path.Base(xtablesMulti)})
+	}
+	return files, nil
+}
+
+// withLibraries are the executables at paths, with the shared libraries
+// they load, at the paths they have on the host (a library's symbolic link
+// resolved to its file).
+func withLibraries(paths ...string) ([]file, error) {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, err
+		}
+	}
+	libs, err := sharedLibraries(paths)
 	if err != nil {
 		return nil, err
 	}
 	var files []file
-	for _, p := range append(elves, libs...) {
+	for _, p := range append(slices.Clone(paths), libs...) {
 		src, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, err
 		}
 		files = append(files, file{path: p, src: src})
-	}
-	for _, c := range iptablesCommands {
-		files = append(files, file{path: "/usr/sbin/" + c, link: path.Base(xtablesMulti)})
 	}
 	return files, nil
 }
@@ -233,6 +272,9 @@ func sharedLibraries(paths []string) ([]string, error) {
 	}
 	var libs []string
 	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "=> not found") {
+			return nil, fmt.Errorf("ldd: a library is missing on this host: %s", strings.TrimSpace(line))
+		}
 		fields := strings.Fields(line)
 		var lib string
 		switch {

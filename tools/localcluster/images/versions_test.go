@@ -31,6 +31,7 @@ func required(t *testing.T, path, module string) string {
 // the pods of hosted control planes render by default.
 func TestVersionsMatchModulesAndPods(t *testing.T) {
 	assert.Equal(t, KubeVersion, required(t, "hack/kube/go.mod", "k8s.io/kubernetes"))
+	assert.Equal(t, KubeVersion, required(t, "hack/conformance/go.mod", "k8s.io/kubernetes"))
 	assert.Equal(t, PreviousKubeVersion, required(t, "hack/kube-"+PreviousKubeVersion+"/go.mod", "k8s.io/kubernetes"))
 	assert.Equal(t, EtcdVersion, required(t, "hack/kube/go.mod", "go.etcd.io/etcd/server/v3"))
 	assert.Equal(t, CoreDNSVersion, required(t, "hack/coredns/go.mod", "github.com/coredns/coredns"))
