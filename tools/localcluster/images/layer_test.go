@@ -2,6 +2,7 @@ package images
 
 import (
 	"archive/tar"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,9 +21,13 @@ func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tool")
 	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755))
-	img := image{ref: "hostedcp.test/tool:v1", entrypoint: []string{"/usr/local/bin/tool"}, user: nonRoot, files: []file{
+	img := image{ref: "hostedcp.test/tool:v1", entrypoint: []string{"/usr/local/bin/tool"}, cmd: []string{"serve"}, user: nonRoot, files: []file{
 		{path: "/usr/sbin/alias", link: "tool"},
 		{path: "/usr/local/bin/tool", src: bin},
+		{path: "/usr/local/bin/setuid", src: bin, mode: 0o4755},
+		{path: "/etc/tool.conf", data: []byte("key: value\n")},
+		{path: "/tmp", dir: true, mode: 0o1777},
+		{path: "/usr/local", dir: true},
 	}}
 	tar1, tar2 := filepath.Join(dir, "1.tar"), filepath.Join(dir, "2.tar")
 	require.NoError(t, img.write(tar1))
@@ -43,6 +48,7 @@ func TestWrite(t *testing.T) {
 	assert.Equal(t, "linux", cfg.OS)
 	assert.Equal(t, "amd64", cfg.Architecture)
 	assert.Equal(t, img.entrypoint, cfg.Config.Entrypoint)
+	assert.Equal(t, img.cmd, cfg.Config.Cmd)
 	assert.Equal(t, nonRoot, cfg.Config.User)
 	assert.Equal(t, []string{imagePath}, cfg.Config.Env)
 
@@ -62,9 +68,17 @@ func TestWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, h.Uid)
 		assert.Zero(t, h.ModTime.Unix())
-		entries = append(entries, h.Name+" "+string(h.Typeflag)+" "+h.Linkname)
+		entry := fmt.Sprintf("%s %c %s %o", h.Name, h.Typeflag, h.Linkname, h.Mode)
+		if h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			require.NoError(t, err)
+			entry += " " + string(b)
+		}
+		entries = append(entries, entry)
 	}
 	assert.Equal(t, []string{
-		"usr/ 5 ", "usr/local/ 5 ", "usr/local/bin/ 5 ", "usr/local/bin/tool 0 ", "usr/sbin/ 5 ", "usr/sbin/alias 2 tool",
+		"etc/ 5  755", "etc/tool.conf 0  644 key: value\n", "tmp/ 5  1777",
+		"usr/ 5  755", "usr/local/ 5  755", "usr/local/bin/ 5  755", "usr/local/bin/setuid 0  4755 #!/bin/true\n",
+		"usr/local/bin/tool 0  755 #!/bin/true\n", "usr/sbin/ 5  755", "usr/sbin/alias 2 tool 777",
 	}, entries)
 }
