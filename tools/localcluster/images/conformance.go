@@ -41,6 +41,7 @@ const (
 	nginxNewImage   = e2eRegistry + "nginx:1.27-0"
 	nonRootImage    = e2eRegistry + "nonroot:1.5"
 	nonewprivsImage = e2eRegistry + "nonewprivs:1.4"
+	glibcDNSImage   = e2eRegistry + "glibc-dns-testing:2.0.0"
 )
 
 // conformanceDir holds the suite and the Go test images' binaries.
@@ -89,7 +90,7 @@ func EnsureConformance(ctx context.Context, root string, log io.Writer) (Conform
 	c := Conformance{Suite: filepath.Join(dir, "e2e.test"), Ginkgo: filepath.Join(dir, "ginkgo")}
 	for _, img := range list {
 		tar := Tarball(root, img.ref)
-		if stale(tar, img.files) {
+		if img.stale(tar) {
 			start := time.Now()
 			if err := img.write(tar); err != nil {
 				return Conformance{}, fmt.Errorf("image %s: %w", img.ref, err)
@@ -133,12 +134,14 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The tools agnhost's image adds to Alpine, from the host's Debian.
-	tools, err := withLibraries("/usr/bin/dig", "/usr/bin/curl", "/bin/nc.openbsd")
+	// The tools agnhost's image adds to Alpine, from the host's Debian:
+	// dig, curl and nc, and getent, which the DNS tests run.
+	tools, err := withLibraries("/usr/bin/dig", "/usr/bin/curl", "/bin/nc.openbsd", "/usr/bin/getent")
 	if err != nil {
-		return nil, fmt.Errorf("agnhost's image needs the host's dig, curl and nc (make conformance-packages): %w", err)
+		return nil, fmt.Errorf("agnhost's image needs the host's dig, curl, nc and getent (make conformance-packages): %w", err)
 	}
 	tools = append(tools, file{path: "/usr/bin/nc", link: "/bin/nc.openbsd"})
+	coredns := file{path: "/coredns", src: filepath.Join(r.bin(), "coredns", CoreDNSVersion, "coredns")}
 	src, err := r.moduleDir(context.Background(), "hack/conformance", "k8s.io/kubernetes")
 	if err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 	agnhostFiles := slices.Concat(replacing(base, tools), []file{
 		{path: "/agnhost", src: filepath.Join(bin, "agnhost")},
 		{path: "/agnhost-2", link: "agnhost"},
-		{path: "/coredns", src: filepath.Join(r.bin(), "coredns", CoreDNSVersion, "coredns")},
+		coredns,
 		{path: "/localhost.crt", src: filepath.Join(src, "test/images/agnhost/porter/localhost.crt")},
 		{path: "/localhost.key", src: filepath.Join(src, "test/images/agnhost/porter/localhost.key")},
 		{path: "/uploads", dir: true},
@@ -166,6 +169,8 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 		img.cmd = []string{"test-webserver"}
 		return img
 	}
+	// The DNS tests' glibc prober: Debian with dnsutils and CoreDNS.
+	glibcDNS := image{ref: glibcDNSImage, cmd: []string{"sh"}, files: slices.Concat(replacing(base, tools), []file{coredns})}
 	busybox := image{ref: busyboxImage, cmd: []string{"sh"}, files: base}
 	nonroot := image{ref: nonRootImage, cmd: []string{"sh"}, user: "1234", files: base}
 	nonewprivs := image{ref: nonewprivsImage, cmd: []string{"nnp"}, files: append(slices.Clone(base),
@@ -185,7 +190,7 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 		// program under the older tag, which is all the tests compare.
 		agnhost(agnhostPrev),
 		webserver(kittenImage, "kitten"), webserver(nautilusImage, "nautilus"),
-		busybox, nonroot, nonewprivs, apiserver,
+		busybox, nonroot, nonewprivs, apiserver, glibcDNS,
 		nginx(nginxImage), nginx(nginxNewImage),
 	}, nil
 }
@@ -211,6 +216,9 @@ func userland() ([]file, error) {
 			"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
 		file{path: "/etc/group", data: []byte("root:x:0:\nuser-defined-in-image:x:1000:\n" +
 			"group-defined-in-image:x:50000:user-defined-in-image\nnogroup:x:65534:\n")},
+		// glibc's programs (dig, curl, getent) look names up in /etc/hosts
+		// first, as Debian's and Alpine's images have them do.
+		file{path: "/etc/nsswitch.conf", data: []byte("hosts: files dns\n")},
 		file{path: "/tmp", dir: true, mode: 0o1777},
 		file{path: "/root", dir: true, mode: 0o700},
 	), nil
@@ -266,7 +274,8 @@ func nginxFiles(dir string) ([]file, error) {
 // host) when not there yet.
 func (r runner) debianPackage(ctx context.Context, pkg string) (string, error) {
 	debian := filepath.Join(r.bin(), "debian")
-	if found, _ := filepath.Glob(filepath.Join(debian, pkg+"_*")); len(found) > 0 {
+	found, _ := filepath.Glob(filepath.Join(debian, pkg+"_*"))
+	if found = slices.DeleteFunc(found, func(d string) bool { return strings.HasSuffix(d, ".tmp") }); len(found) > 0 {
 		return found[0], nil
 	}
 	tmp, err := os.MkdirTemp("", "debian-")
@@ -274,6 +283,13 @@ func (r runner) debianPackage(ctx context.Context, pkg string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
+	// apt downloads as its own user, _apt.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(debian, 0o755); err != nil {
+		return "", err
+	}
 	if err := r.run(ctx, tmp, "apt-get", "download", pkg); err != nil {
 		// The package lists may never have been fetched.
 		if err := r.run(ctx, tmp, "apt-get", "update", "-qq"); err != nil {
@@ -289,6 +305,9 @@ func (r runner) debianPackage(ctx context.Context, pkg string) (string, error) {
 	}
 	// Unpacked aside and moved in, so that a directory in place is complete.
 	dir := filepath.Join(debian, strings.TrimSuffix(filepath.Base(debs[0]), ".deb"))
+	if err := os.RemoveAll(dir + ".tmp"); err != nil {
+		return "", err
+	}
 	if err := r.run(ctx, tmp, "dpkg-deb", "-x", debs[0], dir+".tmp"); err != nil {
 		return "", err
 	}

@@ -2,6 +2,8 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -116,7 +118,7 @@ func Ensure(ctx context.Context, root string, log io.Writer) ([]Image, error) {
 	var out []Image
 	for _, img := range catalog(r.bin(), netfilter) {
 		tar := Tarball(root, img.ref)
-		if img.fresh || stale(tar, img.files) {
+		if img.fresh || img.stale(tar) {
 			start := time.Now()
 			if err := img.write(tar); err != nil {
 				return nil, fmt.Errorf("image %s: %w", img.ref, err)
@@ -160,14 +162,18 @@ func tarName(ref string) string {
 	return strings.NewReplacer("/", "_", ":", "_").Replace(ref) + ".tar"
 }
 
-// stale reports whether tar is missing or older than one of the files it is
-// made of.
-func stale(tar string, files []file) bool {
+// stale reports whether the tarball at tar is missing, was written from
+// another description of the image (its key differs), or is older than one
+// of the files it is made of.
+func (img image) stale(tar string) bool {
 	st, err := os.Stat(tar)
 	if err != nil {
 		return true
 	}
-	for _, f := range files {
+	if key, err := os.ReadFile(tar + ".key"); err != nil || string(key) != img.key() {
+		return true
+	}
+	for _, f := range img.files {
 		if f.src == "" {
 			continue
 		}
@@ -176,4 +182,15 @@ func stale(tar string, files []file) bool {
 		}
 	}
 	return false
+}
+
+// key is a digest of everything the image is made of but the contents of
+// the host files it copies (whose times stale compares).
+func (img image) key() string {
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%q %q %q %q\n", img.ref, img.entrypoint, img.cmd, img.user)
+	for _, f := range img.files {
+		_, _ = fmt.Fprintf(h, "%q %q %q %v %o %x\n", f.path, f.src, f.link, f.dir, f.mode, sha256.Sum256(f.data))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

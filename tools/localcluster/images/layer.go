@@ -54,7 +54,10 @@ func (img image) write(dst string) error {
 	if err := tarball.WriteToFile(tmp, tag, v); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	if err := os.Rename(tmp, dst); err != nil {
+		return err
+	}
+	return os.WriteFile(dst+".key", []byte(img.key()), 0o644)
 }
 
 // build is the image: an empty image with one layer of its files and a

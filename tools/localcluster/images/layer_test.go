@@ -37,7 +37,10 @@ func TestWrite(t *testing.T) {
 	b2, err := os.ReadFile(tar2)
 	require.NoError(t, err)
 	assert.Equal(t, b1, b2, "reproducible")
-	assert.False(t, stale(tar1, img.files))
+	assert.False(t, img.stale(tar1))
+	changed := img
+	changed.cmd = []string{"other"}
+	assert.True(t, changed.stale(tar1), "written from another description")
 
 	tag, err := name.NewTag(img.ref)
 	require.NoError(t, err)
