@@ -209,7 +209,10 @@ func startConformanceWorkers(t *testing.T, ns, clusterName, token string, suite 
 	ctx := testContext(t)
 	for _, spec := range conformanceWorkers {
 		eventually(t, 5*time.Minute, "node "+spec.name+" Ready", nodeReady(ctx, hosted, spec.name))
-		for _, selector := range []string{"k8s-app=kas-tunnel", "k8s-app=kube-proxy", "k8s-app=konnectivity-agent"} {
+		// The node's own add-ons, DaemonSets; the konnectivity agents and
+		// CoreDNS are Deployments, which may run on either node, and the
+		// suite waits for every kube-system pod to be ready before it starts.
+		for _, selector := range []string{"k8s-app=kas-tunnel", "k8s-app=kube-proxy"} {
 			eventually(t, 5*time.Minute, selector+" ready on "+spec.name, func() error {
 				return readyPodOn(ctx, hosted, "kube-system", selector, spec.name)
 			})
