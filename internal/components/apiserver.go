@@ -270,11 +270,16 @@ func apiServerArgs(in render.Input) []string {
 		"shutdown-delay-duration":            apiServerShutdownDelay.String(),
 		"shutdown-send-retry-after":          "true",
 		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
-		"service-account-key-file":           pki + "/sa/tls.key",
-		"service-account-signing-key-file":   pki + "/sa/tls.key",
-		"service-cluster-ip-range":           in.ServiceCIDR(),
-		"tls-cert-file":                      pki + "/apiserver/tls.crt",
-		"tls-private-key-file":               pki + "/apiserver/tls.key",
+		// Without it the discovery document names the keys at the API
+		// server's pod address, which pods of the workload cluster can
+		// neither reach nor trust (the conformance suite's issuer discovery
+		// test fetched them there); the issuer's own address they can.
+		"service-account-jwks-uri":         "https://kubernetes.default.svc." + in.ClusterDomain() + "/openid/v1/jwks",
+		"service-account-key-file":         pki + "/sa/tls.key",
+		"service-account-signing-key-file": pki + "/sa/tls.key",
+		"service-cluster-ip-range":         in.ServiceCIDR(),
+		"tls-cert-file":                    pki + "/apiserver/tls.crt",
+		"tls-private-key-file":             pki + "/apiserver/tls.key",
 	}
 	apiServerFileArgs(in, defaults)
 	flags := render.Values(defaults)

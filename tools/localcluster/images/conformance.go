@@ -136,11 +136,13 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 	}
 	// The tools agnhost's image adds to Alpine, from the host's Debian:
 	// dig, curl and nc, and getent, which the DNS tests run.
-	tools, err := withLibraries("/usr/bin/dig", "/usr/bin/curl", "/bin/nc.openbsd", "/usr/bin/getent")
+	// Its shell is Debian's dash: BusyBox's runs its own applets before
+	// the PATH, and the Service tests need netcat-openbsd's nc -v.
+	tools, err := withLibraries("/usr/bin/dig", "/usr/bin/curl", "/bin/nc.openbsd", "/usr/bin/getent", "/usr/bin/dash")
 	if err != nil {
-		return nil, fmt.Errorf("agnhost's image needs the host's dig, curl, nc and getent (make conformance-packages): %w", err)
+		return nil, fmt.Errorf("agnhost's image needs the host's dig, curl, nc, getent and dash (make conformance-packages): %w", err)
 	}
-	tools = append(tools, file{path: "/usr/bin/nc", link: "/bin/nc.openbsd"})
+	tools = append(tools, file{path: "/usr/bin/nc", link: "/bin/nc.openbsd"}, file{path: "/bin/sh", link: "/usr/bin/dash"})
 	coredns := file{path: "/coredns", src: filepath.Join(r.bin(), "coredns", CoreDNSVersion, "coredns")}
 	src, err := r.moduleDir(context.Background(), "hack/conformance", "k8s.io/kubernetes")
 	if err != nil {

@@ -58,6 +58,7 @@ func TestConformanceCatalog(t *testing.T) {
 	assert.Equal(t, "/bin/nc.openbsd", agnhost["/usr/bin/nc"].link, "nc is netcat-openbsd, not BusyBox's")
 	assert.Contains(t, agnhost, "/lib64/ld-linux-x86-64.so.2", "the dynamic loader")
 	assert.Equal(t, "/bin/busybox", agnhost["/usr/bin/wget"].link)
+	assert.Equal(t, "/usr/bin/dash", agnhost["/bin/sh"].link, "a shell that looks commands up on the PATH")
 	nnp := refs[nonewprivsImage].files[len(refs[nonewprivsImage].files)-1]
 	assert.Equal(t, file{path: "/usr/local/bin/nnp", src: filepath.Join("..", "..", "..", "bin", conformanceDir(), "nnp"), mode: 0o4755}, nnp)
 	assert.Equal(t, "1234", refs[nonRootImage].user)
