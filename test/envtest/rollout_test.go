@@ -48,7 +48,7 @@ func buildNextRelease(t *testing.T, mustRoll bool) string {
 		replace[path] = changed
 	}
 	const anchor = "\tmerged := maps.Clone(defaults)\n"
-	edit("internal/components/render/pod.go", anchor, anchor+"\tmerged[\"next-release-flag\"] = \"true\"\n")
+	edit("internal/components/render/pod.go", anchor, anchor+"\tmerged[\"next-release-flag\"] = []string{\"true\"}\n")
 	if mustRoll {
 		edit("internal/contract/release.go", "const RenderingLevel = 0\n", "const RenderingLevel = 1\n")
 	}
