@@ -105,9 +105,9 @@ test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs
 
 .PHONY: unit
 unit: clusterctl $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
-	go test -v ./api/... ./internal/... ./cmd/... 2>&1 | tee $(BIN)/unit.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -A40 '^(--- FAIL|panic)' $(BIN)/unit.log | head -200; exit 1)
-	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test -v ./... 2>&1 | tee $(BIN)/unit-localcluster.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -A40 '^(--- FAIL|panic)' $(BIN)/unit-localcluster.log | head -200; exit 1)
-	cd tools/metricscheck && go test -v ./... 2>&1 | tee $(BIN)/unit-metricscheck.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -A40 '^(--- FAIL|panic)' $(BIN)/unit-metricscheck.log | head -200; exit 1)
+	go test -v ./api/... ./internal/... ./cmd/... 2>&1 | tee $(BIN)/unit.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit.log | head -200; exit 1)
+	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test -v ./... 2>&1 | tee $(BIN)/unit-localcluster.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-localcluster.log | head -200; exit 1)
+	cd tools/metricscheck && go test -v ./... 2>&1 | tee $(BIN)/unit-metricscheck.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-metricscheck.log | head -200; exit 1)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.

@@ -8,7 +8,7 @@ for log in "$@"; do
   [ -f "$log" ] || continue
   suite=$(basename "$log" .log)
   # Top-level tests only: go test indents subtests.
-  sed -nE 's/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\3 \1 \2/p' "$log" | awk -v s="$suite" '{printf "%10.1fs  %-4s %-12s %s\n", $1, $2, s, $3}'
+  sed -nE 's/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\3 \1 \2/p' "$log" | awk -v s="$suite" '{printf "%10.1fs  %-4s %-17s %s\n", $1, $2, s, $3}'
 done | sort -rn | head -40
 printf '\npackage times:\n'
 for log in "$@"; do
