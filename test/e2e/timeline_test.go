@@ -49,6 +49,9 @@ type timeline struct {
 	started, ready, issued map[string]time.Duration
 	available              time.Duration
 	done                   chan struct{}
+	// stages are when each stage completed, as of Available (see
+	// stagesOf): the pods are deleted with their Cluster afterwards.
+	stages map[string]time.Duration
 }
 
 // watchTimeline starts a timeline of the control plane key; call it just
@@ -142,11 +145,13 @@ func running(p *corev1.Pod) bool {
 	return true
 }
 
-// waitAvailable waits for the control plane to be seen Available.
+// waitAvailable waits for the control plane to be seen Available, and
+// records its stages.
 func (tl *timeline) waitAvailable(t testing.TB, key client.ObjectKey, timeout time.Duration) {
 	t.Helper()
 	select {
 	case <-tl.done:
+		tl.stages = tl.stagesOf()
 	case <-time.After(timeout):
 		hcp := &v1alpha1.HostedControlPlane{}
 		_ = k8s.Get(testContext(t), key, hcp)
@@ -209,12 +214,11 @@ func (tl *timeline) stagesOf() map[string]time.Duration {
 	return out
 }
 
-// String is the timeline of stagesOf, for a log.
+// String is the timeline as of Available, for a log.
 func (tl *timeline) String() string {
-	at := tl.stagesOf()
 	out := ""
 	for _, s := range stages {
-		out += fmt.Sprintf(" %s=%.1fs", s, at[s].Seconds())
+		out += fmt.Sprintf(" %s=%.1fs", s, tl.stages[s].Seconds())
 	}
 	return out
 }
@@ -222,14 +226,10 @@ func (tl *timeline) String() string {
 // medianStages is, for each stage, its median over the timelines.
 func medianStages(timelines []*timeline) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	all := make([]map[string]time.Duration, len(timelines))
-	for i, tl := range timelines {
-		all[i] = tl.stagesOf()
-	}
 	for _, s := range stages {
 		var ds []time.Duration
-		for _, at := range all {
-			ds = append(ds, at[s])
+		for _, tl := range timelines {
+			ds = append(ds, tl.stages[s])
 		}
 		slices.Sort(ds)
 		out[s] = ds[len(ds)/2]
