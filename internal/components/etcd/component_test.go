@@ -26,6 +26,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
 // input is the Input of a control plane demo/default with the etcd spec.
@@ -333,6 +334,69 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	out, err = Component{}.Preflight(t.Context(), c, tuned)
 	require.NoError(t, err)
 	assert.True(t, out.Done)
+}
+
+// A pass stamps the StatefulSet with who rendered it and from which spec
+// (package rollout), which restarts no pod: a spec change elsewhere is no
+// rollout of etcd, and a learner added to etcd for more replicas gets its
+// pod, whatever else waits to roll with it, while spec.rollout.after once
+// reached is a rollout and waits for a healthy etcd. The merged e2e saw a
+// learner wait for its pod for ever ("waiting for a healthy etcd before
+// rolling out a new spec of etcd: member members-etcd-1 does not answer").
+func TestPreflightSeesPodChangesOnly(t *testing.T) {
+	stamped := func(in render.Input, generation int64) *appsv1.StatefulSet {
+		t.Helper()
+		sts := statefulSet(in)
+		rollout.Stamp{RenderedBy: "v0.1.0+abc", Generation: generation, SpecHash: "h" + strconv.FormatInt(generation, 10)}.Apply(sts)
+		return applied(t, sts)
+	}
+	at := func(in render.Input, generation int64, spec v1alpha1.EtcdSpec) render.Input {
+		cp := in.ControlPlane.DeepCopy()
+		cp.Generation, cp.Spec.Etcd = generation, spec
+		in.ControlPlane = cp
+		return in
+	}
+	one := withEtcd(input(t, v1alpha1.EtcdSpec{}), membership(1))
+	sick := membership(3)
+	sick.Members[2].Healthy = false
+	sick.Problems = []string{"member demo-etcd-2 does not answer"}
+	three := withEtcd(input(t, v1alpha1.EtcdSpec{}), membership(3))
+	learning := membership(1)
+	learning.Members = append(learning.Members, render.EtcdMember{Name: "demo-etcd-1", ID: 0xf, Learner: true})
+	learning.Problems = []string{"member demo-etcd-1 does not answer"}
+	scaled := v1alpha1.EtcdSpec{Replicas: ptr.To[int32](3)}
+	tuned := v1alpha1.EtcdSpec{Replicas: ptr.To[int32](3), Container: v1alpha1.Container{Args: map[string]string{"snapshot-count": "5000"}}}
+	restarted := at(withEtcd(three, sick), 3, v1alpha1.EtcdSpec{})
+	restarted.ControlPlane.Spec.Rollout.After = metav1.NewTime(time.Now().Add(-time.Minute))
+
+	for name, tc := range map[string]struct {
+		live *appsv1.StatefulSet
+		in   render.Input
+		want readiness.Outcome
+	}{
+		"a spec change elsewhere while a member is down": {
+			live: stamped(three, 2), in: at(withEtcd(three, sick), 3, v1alpha1.EtcdSpec{}), want: readiness.Ready(""),
+		},
+		"the learner added for more replicas gets its pod": {
+			live: stamped(one, 2), in: at(withEtcd(one, learning), 3, scaled), want: readiness.Ready(""),
+		},
+		"the learner gets its pod with a new spec that rolls": {
+			live: stamped(one, 2), in: at(withEtcd(one, learning), 3, tuned), want: readiness.Ready(""),
+		},
+		"spec.rollout.after reached waits for a healthy etcd": {
+			live: stamped(three, 3), in: restarted,
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for a healthy etcd before rolling out a new spec of etcd: member demo-etcd-2 does not answer"),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(tc.live).Build()
+			out, err := Component{}.Preflight(t.Context(), c, tc.in)
+			require.NoError(t, err)
+			tc.want.Poll = !tc.want.Done
+			assert.Equal(t, tc.want, out)
+		})
+	}
 }
 
 // etcd is ready when every member runs the current spec and is ready; a

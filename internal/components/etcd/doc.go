@@ -160,9 +160,12 @@
 // hostedcp_etcd_defragmentation_duration_seconds and
 // hostedcp_etcd_defragmentation_freed_bytes_total count them.
 //
-// A rollout (a new version, image or flag: any change of the StatefulSet
-// beyond its replicas) waits for a healthy etcd too, unless one is already
-// under way, which may be corrected whatever etcd's health, or no member
+// A rollout (a new version, image or flag: any change of the StatefulSet's
+// pods beyond its replicas; not the stamp of who rendered it, see package
+// rollout) waits for a healthy etcd too, unless one is already under way,
+// which may be corrected whatever etcd's health, or the only members down
+// are learners whose pods the StatefulSet does not run yet (applying it
+// starts them, and every voter answers), or no member
 // answers at all (nothing serves that it could disturb, and it may be what
 // brings etcd back; a controller that cannot reach etcd's pods, as in `make
 // dev`, then still rolls it). A rollout that raises the quota may start under
