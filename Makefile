@@ -106,13 +106,14 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every 
 ##@ Test
 
 .PHONY: test
-test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs.
+test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs, then the time of each test and package.
+	@hack/test-times.sh $(BIN)/unit.log $(BIN)/unit-localcluster.log $(BIN)/unit-metricscheck.log $(BIN)/envtest.log $(BIN)/e2e-harness.log $(BIN)/e2e.log
 
 .PHONY: unit
 unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
-	go test ./api/... ./internal/... ./cmd/...
-	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test ./...
-	cd tools/metricscheck && go test ./...
+	go test -v ./api/... ./internal/... ./cmd/... 2>&1 | tee $(BIN)/unit.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit.log | head -200; exit 1)
+	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test -v ./... 2>&1 | tee $(BIN)/unit-localcluster.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-localcluster.log | head -200; exit 1)
+	cd tools/metricscheck && go test -v ./... 2>&1 | tee $(BIN)/unit-metricscheck.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-metricscheck.log | head -200; exit 1)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
@@ -120,7 +121,7 @@ envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real 
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
-	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
+	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
 # install-missing installs the Debian packages $(1) that are not installed.

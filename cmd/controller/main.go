@@ -35,8 +35,6 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-const leaderElectionID = "hosted-control-plane-controller.controlplane.cluster.x-k8s.io"
-
 func main() {
 	program.Main("controller",
 		func() (settings.Controller, error) {
@@ -63,17 +61,18 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
+	shard := controller.Shard{WatchFilter: cfg.WatchFilter, Namespaces: cfg.Namespaces}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       program.Metrics(cfg.Serving),
 		HealthProbeBindAddress:        cfg.HealthAddr,
 		LeaderElection:                cfg.LeaderElection,
-		LeaderElectionID:              leaderElectionID,
+		LeaderElectionID:              cfg.LeaderElectionID(),
 		LeaderElectionNamespace:       cfg.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir}),
 		Controller:                    config.Controller{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles},
-		Cache:                         controller.CacheOptions(),
+		Cache:                         controller.CacheOptions(shard),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
@@ -85,7 +84,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if rendering.ManagementAPIServer, err = controller.ManagementAPIServer(ctx, mgr.GetAPIReader()); err != nil {
 		return err
 	}
-	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()),
+	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), shard),
 		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)

@@ -310,7 +310,10 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}
 	api.ReadinessProbe = render.Probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
 	api.LivenessProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)
-	api.StartupProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 30)
+	// Started once ready, not merely live: the readiness probe the kubelet
+	// runs at once then passes, instead of failing on informers still
+	// syncing and waiting ten seconds for its next tick.
+	api.StartupProbe = render.StartupProbe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 300)
 	render.MountSecrets(&pod, &api,
 		render.SecretVolume{Name: "apiserver", Secret: apiServerCertSecret(in), Path: contract.APIServerPKIDir + "/apiserver"},
 		render.SecretVolume{Name: "etcd", Secret: apiServerEtcdSecret(in), Path: contract.APIServerPKIDir + "/etcd"},

@@ -144,6 +144,7 @@ func controllerDeployment(in render.Input, component, name string, spec v1alpha1
 	c.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: port}}
 	c.LivenessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 8)
 	c.ReadinessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 3)
+	c.StartupProbe = render.StartupProbe("/healthz", port, corev1.URISchemeHTTPS, 300)
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(component))}
 	vols := append([]render.SecretVolume{
 		{Name: "kubeconfig", Secret: kubeconfig, Path: "/etc/kubernetes/kubeconfig"},

@@ -42,7 +42,7 @@ const Finalizer = "hostedcontrolplane.controlplane.cluster.x-k8s.io"
 const (
 	probeInterval = 2 * time.Minute
 	retryInterval = 15 * time.Second
-	pollInterval  = 5 * time.Second
+	pollInterval  = 2 * time.Second
 )
 
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
@@ -238,7 +238,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	if !s.answered() {
 		if s.probed || s.blocked.Poll {
-			return ctrl.Result{RequeueAfter: retryInterval}, nil
+			return ctrl.Result{RequeueAfter: retryAfter(s, time.Now())}, nil
 		}
 		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
 	}

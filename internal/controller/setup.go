@@ -45,17 +45,37 @@ import (
 // +kubebuilder:rbac:groups=cilium.io,resources=ciliumnetworkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
+// Shard is the part of a fleet one controller serves: the control planes
+// and Clusters labelled cluster.x-k8s.io/watch-filter=WatchFilter (Cluster
+// API's convention), when set, in Namespaces, when set.
+type Shard struct {
+	WatchFilter string
+	Namespaces  []string
+}
+
 // CacheOptions limit the manager's cache to the objects this controller
 // labels, so it holds the control planes' objects and nothing else of the
-// management cluster; only control planes and Clusters are cached whole. The
-// label selector is the default rather than per kind, so that kinds whose
-// CRDs arrive after the start (cert-manager's, Gateway API's) get it too.
-func CacheOptions() cache.Options {
+// management cluster; only control planes and Clusters are cached whole, or
+// those of the shard. The label selector is the default rather than per
+// kind, so that kinds whose CRDs arrive after the start (cert-manager's,
+// Gateway API's) get it too. A control plane outside the shard is not in
+// the cache, so an event of one of its objects ends its pass at once.
+func CacheOptions(shard Shard) cache.Options {
 	all := cache.ByObject{Label: labels.Everything()}
-	return cache.Options{
+	if shard.WatchFilter != "" {
+		all.Label = labels.SelectorFromSet(labels.Set{clusterv1.WatchLabel: shard.WatchFilter})
+	}
+	opts := cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{contract.ManagedByLabel: contract.ManagedBy}),
 		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
 	}
+	if len(shard.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range shard.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
 }
 
 // SetupWithManager registers the controller and its watches. Kinds of

@@ -48,16 +48,17 @@ func workloadKinds() []client.Object {
 // ClusterCacheOptions configure the ClusterCache for this controller:
 // kubeconfig Secrets are read through secrets (the manager's label-scoped
 // client), and the per-cluster caches hold only the objects we keep there.
-func ClusterCacheOptions(secrets client.Reader) clustercache.Options {
+func ClusterCacheOptions(secrets client.Reader, shard Shard) clustercache.Options {
 	ours := cache.ByObject{Label: labels.SelectorFromSet(components.WorkloadLabels())}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range workloadKinds() {
 		byObject[obj] = ours
 	}
 	return clustercache.Options{
-		SecretClient: secrets,
-		Cache:        clustercache.CacheOptions{ByObject: byObject},
-		Client:       clustercache.ClientOptions{UserAgent: contract.ManagedBy},
+		SecretClient:     secrets,
+		WatchFilterValue: shard.WatchFilter,
+		Cache:            clustercache.CacheOptions{ByObject: byObject},
+		Client:           clustercache.ClientOptions{UserAgent: contract.ManagedBy},
 	}
 }
 

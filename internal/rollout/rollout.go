@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,14 +62,48 @@ func NewStamp(cp *v1alpha1.HostedControlPlane, settings render.Settings, now tim
 	}
 	st.SpecHash = contract.Digest(data)
 	var later time.Time
-	if after := cp.Spec.Rollout.After; !after.IsZero() {
-		if after.After(now) {
-			later = after.Time
+	st.RestartedAt, later = restartedAt(cp, now)
+	return st, later, nil
+}
+
+// restartedAt is spec.rollout.after once reached at now (empty before), and
+// when it will be while it is not (zero otherwise).
+func restartedAt(cp *v1alpha1.HostedControlPlane, now time.Time) (string, time.Time) {
+	after := cp.Spec.Rollout.After
+	switch {
+	case after.IsZero():
+		return "", time.Time{}
+	case after.After(now):
+		return "", after.Time
+	}
+	return after.UTC().Format(time.RFC3339), time.Time{}
+}
+
+// Restamp writes on want, rendered for cp and not yet stamped, what a pass
+// at now would write on it that restarts no pod beyond what cp asks: the
+// stamp's annotations as live carries them (who rendered it and from which
+// spec is no change of its pods) and RestartedAt as spec.rollout.after asks.
+// A component that compares its rendering with the workload that runs (to
+// tell a rollout, see etcd's Preflight) compares want so restamped, and sees
+// the changes of the pods only.
+func Restamp(live metav1.Object, want client.Object, cp *v1alpha1.HostedControlPlane, now time.Time) {
+	annotations := maps.Clone(want.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for _, key := range []string{RenderedByAnnotation, SpecGenerationAnnotation, SpecHashAnnotation, LevelAnnotation} {
+		if v, ok := live.GetAnnotations()[key]; ok {
+			annotations[key] = v
 		} else {
-			st.RestartedAt = after.UTC().Format(time.RFC3339)
+			delete(annotations, key)
 		}
 	}
-	return st, later, nil
+	want.SetAnnotations(annotations)
+	if template := podTemplate(want); template != nil {
+		if at, _ := restartedAt(cp, now); at != "" {
+			metav1.SetMetaDataAnnotation(&template.ObjectMeta, RestartedAtAnnotation, at)
+		}
+	}
 }
 
 // Identity names the renderer: this release, and the digest of the
@@ -93,15 +128,8 @@ func Workload(obj *unstructured.Unstructured) bool {
 // Apply writes the stamp on obj when it is a rendered workload: its
 // annotations, and RestartedAt on its pod template.
 func (st Stamp) Apply(obj client.Object) {
-	var template *corev1.PodTemplateSpec
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		template = &o.Spec.Template
-	case *appsv1.StatefulSet:
-		template = &o.Spec.Template
-	case *appsv1.DaemonSet:
-		template = &o.Spec.Template
-	default:
+	template := podTemplate(obj)
+	if template == nil {
 		return
 	}
 	annotations := obj.GetAnnotations()
@@ -113,13 +141,22 @@ func (st Stamp) Apply(obj client.Object) {
 	annotations[SpecHashAnnotation] = st.SpecHash
 	annotations[LevelAnnotation] = strconv.Itoa(st.Level)
 	obj.SetAnnotations(annotations)
-	if st.RestartedAt == "" {
-		return
+	if st.RestartedAt != "" {
+		metav1.SetMetaDataAnnotation(&template.ObjectMeta, RestartedAtAnnotation, st.RestartedAt)
 	}
-	if template.Annotations == nil {
-		template.Annotations = map[string]string{}
+}
+
+// podTemplate is the pod template of a workload; nil for any other object.
+func podTemplate(obj client.Object) *corev1.PodTemplateSpec {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &o.Spec.Template
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	case *appsv1.DaemonSet:
+		return &o.Spec.Template
 	}
-	template.Annotations[RestartedAtAnnotation] = st.RestartedAt
+	return nil
 }
 
 // Started tells whether the change from current to want is the user's or an

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/logging"
@@ -125,6 +127,12 @@ type Controller struct {
 	MaxConcurrentBackups int
 	// EnableWebhooks serves the admission webhooks.
 	EnableWebhooks bool
+	// WatchFilter, when set, limits the controller to the control planes
+	// and Clusters labelled cluster.x-k8s.io/watch-filter with it (Cluster
+	// API's convention); Namespaces, when set, to those namespaces. Either
+	// shards a fleet between controllers.
+	WatchFilter string
+	Namespaces  []string
 	// TunnelImage is the image of cmd/tunnel that gateway mode runs beside
 	// the API servers and on the workload cluster's nodes.
 	TunnelImage string
@@ -189,6 +197,10 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		"image of the init container that restores an etcd member from a snapshot (spec.etcd.restore)")
 	src.Duration(&c.MustRollInterval, "must-roll-interval", "MUST_ROLL_INTERVAL", DefaultMustRollInterval,
 		"least time between the starts of two control planes' rollouts of a change a release must roll, one at a time (0 to 168h)")
+	src.String(&c.WatchFilter, "watch-filter", "WATCH_FILTER", "",
+		"serve only the control planes and Clusters labelled cluster.x-k8s.io/watch-filter=<value> (Cluster API's convention); all when empty")
+	var namespaces string
+	src.String(&namespaces, "namespaces", "WATCH_NAMESPACES", "", "comma-separated namespaces whose control planes to serve; all when empty")
 	var registries string
 	src.String(&registries, "allowed-image-registries", "ALLOWED_IMAGE_REGISTRIES", "",
 		"comma-separated registries (host[:port][/path]) that image overrides of control planes may pull from; any when empty")
@@ -207,6 +219,20 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		if _, err := reference.ParseNormalizedNamed(img.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w: use an image reference such as %s", img.setting, img.value, err, img.example))
 		}
+	}
+	if c.WatchFilter != "" {
+		if msgs := validation.IsValidLabelValue(c.WatchFilter); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("WATCH_FILTER/--watch-filter %q: %s", c.WatchFilter, strings.Join(msgs, "; ")))
+		}
+	}
+	for ns := range strings.SplitSeq(namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("WATCH_NAMESPACES/--namespaces %q: %s", ns, strings.Join(msgs, "; ")))
+		}
+		c.Namespaces = append(c.Namespaces, ns)
 	}
 	var regErr error
 	if c.AllowedImageRegistries, regErr = contract.ParseRegistries(registries); regErr != nil {
@@ -301,4 +327,17 @@ func (b *Backups) validate() error {
 		return fmt.Errorf("MIN_BACKUP_INTERVAL/--min-backup-interval %s: use 1m to 24h", b.MinBackupInterval)
 	}
 	return nil
+}
+
+// LeaderElectionID is the name of the controller's leader lease: one per
+// shard (WatchFilter and Namespaces), so that the controllers of a sharded
+// fleet each lead their own, and the unsharded name otherwise.
+func (c Controller) LeaderElectionID() string {
+	const id = "hosted-control-plane-controller"
+	if c.WatchFilter == "" && len(c.Namespaces) == 0 {
+		return id + ".controlplane.cluster.x-k8s.io"
+	}
+	namespaces := slices.Sorted(slices.Values(c.Namespaces))
+	sum := sha256.Sum256([]byte(c.WatchFilter + "/" + strings.Join(namespaces, ",")))
+	return fmt.Sprintf("%s-%x.controlplane.cluster.x-k8s.io", id, sum[:5])
 }

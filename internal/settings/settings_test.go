@@ -155,6 +155,8 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 			env:  map[string]string{"ALLOWED_IMAGE_REGISTRIES": "registry.k8s.io,https://registry.example.com"},
 			want: `ALLOWED_IMAGE_REGISTRIES/--allowed-image-registries: "https://registry.example.com": use a registry host`,
 		},
+		"watchFilter": {env: map[string]string{"WATCH_FILTER": "shard a"}, want: `WATCH_FILTER/--watch-filter "shard a": a valid label must be`},
+		"namespaces":  {env: map[string]string{"WATCH_NAMESPACES": "tenants-a,Tenants_B"}, want: `WATCH_NAMESPACES/--namespaces "Tenants_B": a lowercase RFC 1123 label`},
 		"unknownFlag": {args: []string{"--leader-elect"}, want: "flag provided but not defined: -leader-elect"},
 		"positional":  {args: []string{"--enable-webhooks=false", "run"}, want: `unexpected arguments ["run"]`},
 	} {
@@ -248,4 +250,23 @@ func TestOTLPNone(t *testing.T) {
 	c, err := outsidePod(t, quiet, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": OTLPOff}))
 	require.NoError(t, err)
 	assert.Empty(t, c.OTLPEndpoint)
+}
+
+// A shard reads its watch filter and namespaces, and leads with a lease of
+// its own: two controllers of one shard share it, two shards do not, and an
+// unsharded controller keeps the name it always had.
+func TestShardLeaderElectionID(t *testing.T) {
+	shard := func(e map[string]string) Controller {
+		t.Helper()
+		c, err := outsidePod(t, []string{"--leader-election=false", "--enable-webhooks=false"}, env(e))
+		require.NoError(t, err)
+		return c
+	}
+	a := shard(map[string]string{"WATCH_FILTER": "a", "WATCH_NAMESPACES": "tenants-1, tenants-2"})
+	assert.Equal(t, "a", a.WatchFilter)
+	assert.Equal(t, []string{"tenants-1", "tenants-2"}, a.Namespaces)
+	assert.Equal(t, a.LeaderElectionID(), shard(map[string]string{"WATCH_FILTER": "a", "WATCH_NAMESPACES": "tenants-2,tenants-1"}).LeaderElectionID())
+	assert.NotEqual(t, a.LeaderElectionID(), shard(map[string]string{"WATCH_FILTER": "b", "WATCH_NAMESPACES": "tenants-1,tenants-2"}).LeaderElectionID())
+	assert.Equal(t, "hosted-control-plane-controller.controlplane.cluster.x-k8s.io", shard(nil).LeaderElectionID())
+	assert.Regexp(t, `^hosted-control-plane-controller-[0-9a-f]{10}\.controlplane\.cluster\.x-k8s\.io$`, a.LeaderElectionID())
 }

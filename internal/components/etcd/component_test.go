@@ -26,6 +26,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
 // input is the Input of a control plane demo/default with the etcd spec.
@@ -141,6 +142,14 @@ func TestNextChange(t *testing.T) {
 		m.Members[i].Pod.Exit = &render.EtcdExit{Code: 137, Reason: "OOMKilled"}
 		return m
 	}
+	// newVolume: the member crashed once, on a claim other than the one it
+	// ran healthy on.
+	newVolume := func(m *render.EtcdMembership, since time.Duration, i int) *render.EtcdMembership {
+		m = down(m, since, i)
+		m.Members[i].Pod.Restarts, m.Members[i].Pod.Claim = 0, "claim-new"
+		m.HealthyClaims = map[string]string{m.Members[i].Name: "claim-old"}
+		return m
+	}
 	replaced := func(m *render.EtcdMembership, ago ...time.Duration) *render.EtcdMembership {
 		for _, a := range ago {
 			m.Replacements = append(m.Replacements, render.EtcdReplacement{Member: "demo-etcd-1", At: now.Add(-a)})
@@ -166,17 +175,24 @@ func TestNextChange(t *testing.T) {
 			want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data " +
 				"(its etcd container exited with code 2 (Error))",
 		},
-		"a voter down for a while":             {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
-		"two of three voters down":             {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},
-		"two of five voters down":              {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3), want: "replacing member demo-etcd-1, " + "down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
-		"three of five voters down":            {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 2, 3)},
-		"the only voter down":                  {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
-		"a voter failing on a new spec":        {replicas: 3, m: stuck(membership(3), 2)},
-		"a voter killed for its memory":        {replicas: 3, m: elsewhere(membership(3), 2)},
-		"within the backoff":                   {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 5*time.Minute)},
-		"after the backoff":                    {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 11*time.Minute), want: "replacing member demo-etcd-2, down since 2026-11-23T11:00:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
-		"within the doubled backoff":           {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 2*time.Hour, 15*time.Minute)},
-		"a member replaced as often as it may": {replicas: 3, m: replaced(down(membership(3), 30*time.Hour, 1), 20*time.Hour, 10*time.Hour, 5*time.Hour)},
+		"a voter down for a while": {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
+		"a voter on a new, empty volume, at once": {
+			replicas: 3, m: newVolume(membership(3), 5*time.Second, 1),
+			want: "replacing member demo-etcd-1, down since 2026-11-23T11:59:55Z on the pod spec it ran healthy on, as its etcd refuses its data " +
+				"(its etcd container exited with code 2 (Error))",
+		},
+		"a voter on a new volume, no quorum":          {replicas: 3, m: down(newVolume(membership(3), 5*time.Second, 1), 5*time.Second, 2)},
+		"a voter on a new volume, within the backoff": {replicas: 3, m: replaced(newVolume(membership(3), 5*time.Second, 1), 5*time.Minute)},
+		"two of three voters down":                    {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},
+		"two of five voters down":                     {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3), want: "replacing member demo-etcd-1, " + "down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"three of five voters down":                   {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 2, 3)},
+		"the only voter down":                         {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
+		"a voter failing on a new spec":               {replicas: 3, m: stuck(membership(3), 2)},
+		"a voter killed for its memory":               {replicas: 3, m: elsewhere(membership(3), 2)},
+		"within the backoff":                          {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 5*time.Minute)},
+		"after the backoff":                           {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 11*time.Minute), want: "replacing member demo-etcd-2, down since 2026-11-23T11:00:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"within the doubled backoff":                  {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 2*time.Hour, 15*time.Minute)},
+		"a member replaced as often as it may":        {replicas: 3, m: replaced(down(membership(3), 30*time.Hour, 1), 20*time.Hour, 10*time.Hour, 5*time.Hour)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)
@@ -318,6 +334,69 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	out, err = Component{}.Preflight(t.Context(), c, tuned)
 	require.NoError(t, err)
 	assert.True(t, out.Done)
+}
+
+// A pass stamps the StatefulSet with who rendered it and from which spec
+// (package rollout), which restarts no pod: a spec change elsewhere is no
+// rollout of etcd, and a learner added to etcd for more replicas gets its
+// pod, whatever else waits to roll with it, while spec.rollout.after once
+// reached is a rollout and waits for a healthy etcd. The merged e2e saw a
+// learner wait for its pod for ever ("waiting for a healthy etcd before
+// rolling out a new spec of etcd: member members-etcd-1 does not answer").
+func TestPreflightSeesPodChangesOnly(t *testing.T) {
+	stamped := func(in render.Input, generation int64) *appsv1.StatefulSet {
+		t.Helper()
+		sts := statefulSet(in)
+		rollout.Stamp{RenderedBy: "v0.1.0+abc", Generation: generation, SpecHash: "h" + strconv.FormatInt(generation, 10)}.Apply(sts)
+		return applied(t, sts)
+	}
+	at := func(in render.Input, generation int64, spec v1alpha1.EtcdSpec) render.Input {
+		cp := in.ControlPlane.DeepCopy()
+		cp.Generation, cp.Spec.Etcd = generation, spec
+		in.ControlPlane = cp
+		return in
+	}
+	one := withEtcd(input(t, v1alpha1.EtcdSpec{}), membership(1))
+	sick := membership(3)
+	sick.Members[2].Healthy = false
+	sick.Problems = []string{"member demo-etcd-2 does not answer"}
+	three := withEtcd(input(t, v1alpha1.EtcdSpec{}), membership(3))
+	learning := membership(1)
+	learning.Members = append(learning.Members, render.EtcdMember{Name: "demo-etcd-1", ID: 0xf, Learner: true})
+	learning.Problems = []string{"member demo-etcd-1 does not answer"}
+	scaled := v1alpha1.EtcdSpec{Replicas: ptr.To[int32](3)}
+	tuned := v1alpha1.EtcdSpec{Replicas: ptr.To[int32](3), Container: v1alpha1.Container{Args: map[string]string{"snapshot-count": "5000"}}}
+	restarted := at(withEtcd(three, sick), 3, v1alpha1.EtcdSpec{})
+	restarted.ControlPlane.Spec.Rollout.After = metav1.NewTime(time.Now().Add(-time.Minute))
+
+	for name, tc := range map[string]struct {
+		live *appsv1.StatefulSet
+		in   render.Input
+		want readiness.Outcome
+	}{
+		"a spec change elsewhere while a member is down": {
+			live: stamped(three, 2), in: at(withEtcd(three, sick), 3, v1alpha1.EtcdSpec{}), want: readiness.Ready(""),
+		},
+		"the learner added for more replicas gets its pod": {
+			live: stamped(one, 2), in: at(withEtcd(one, learning), 3, scaled), want: readiness.Ready(""),
+		},
+		"the learner gets its pod with a new spec that rolls": {
+			live: stamped(one, 2), in: at(withEtcd(one, learning), 3, tuned), want: readiness.Ready(""),
+		},
+		"spec.rollout.after reached waits for a healthy etcd": {
+			live: stamped(three, 3), in: restarted,
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for a healthy etcd before rolling out a new spec of etcd: member demo-etcd-2 does not answer"),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(tc.live).Build()
+			out, err := Component{}.Preflight(t.Context(), c, tc.in)
+			require.NoError(t, err)
+			tc.want.Poll = !tc.want.Done
+			assert.Equal(t, tc.want, out)
+		})
+	}
 }
 
 // etcd is ready when every member runs the current spec and is ready; a

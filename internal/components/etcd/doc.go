@@ -106,6 +106,14 @@
 //     what its volume holds, the one thing that changed: a volume lost or
 //     replaced by an empty one, a database overwritten or corrupt. That
 //     member is replaced;
+//   - a member whose pod runs the very revision it ran healthy on, on a
+//     volume whose claim is not the one it ran healthy on (its claim was
+//     deleted and the StatefulSet made a new, empty one; the controller
+//     records each member's claim beside its revision, in the annotation
+//     HealthyClaimsAnnotation), and whose etcd exits by itself with an
+//     error, even once (Lost), has lost its data for certain: no wait or
+//     restart can bring it back, and nothing is on the new volume to lose.
+//     That member is replaced at once;
 //   - anything else (Elsewhere) is no evidence about the data and is left
 //     alone, said in EtcdReady (EtcdMemberDown) once it lasts longer than
 //     ReplaceAfter: a pod without a node (a cordoned or lost node), an image
@@ -123,7 +131,7 @@
 // under a running control plane is a change the revision does not show.
 //
 // A replacement waits until the member has been down for longer than
-// ReplaceAfter, is made only while the healthy voters are a quorum of all
+// ReplaceAfter (a Lost one does not wait), is made only while the healthy voters are a quorum of all
 // the voters (so etcd accepts the removal and those that stay keep a
 // quorum: never for one member), one at a time (not while a learner
 // catches up), ReplaceBackoff after the one before, doubled for each
@@ -152,9 +160,12 @@
 // hostedcp_etcd_defragmentation_duration_seconds and
 // hostedcp_etcd_defragmentation_freed_bytes_total count them.
 //
-// A rollout (a new version, image or flag: any change of the StatefulSet
-// beyond its replicas) waits for a healthy etcd too, unless one is already
-// under way, which may be corrected whatever etcd's health, or no member
+// A rollout (a new version, image or flag: any change of the StatefulSet's
+// pods beyond its replicas; not the stamp of who rendered it, see package
+// rollout) waits for a healthy etcd too, unless one is already under way,
+// which may be corrected whatever etcd's health, or the only members down
+// are learners whose pods the StatefulSet does not run yet (applying it
+// starts them, and every voter answers), or no member
 // answers at all (nothing serves that it could disturb, and it may be what
 // brings etcd back; a controller that cannot reach etcd's pods, as in `make
 // dev`, then still rolls it). A rollout that raises the quota may start under

@@ -18,6 +18,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
 // Preflight guards a running etcd, as Cluster API's kubeadm control plane
@@ -50,7 +51,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 	}
 	now := time.Now()
 	next, changes := NextChange(in, now)
-	rollout, err := startsRollout(live, statefulSet(in))
+	rollout, err := startsRollout(live, statefulSet(in), in.ControlPlane, now)
 	if err != nil {
 		return readiness.Outcome{}, err
 	}
@@ -81,7 +82,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 		// list). No member serves, so it can disturb nothing, and it may be
 		// what brings etcd back.
 		return readiness.Ready(""), nil
-	case len(m.Problems) > 0 && !healing(next, changes, rollout, m):
+	case len(m.Problems) > 0 && !healing(next, changes, rollout, m) && !startsLearners(in, m, live):
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
 			what, joinProblems(m.Problems))), nil
 	case !changes || c.Clients == nil:
@@ -98,20 +99,43 @@ func poll(out readiness.Outcome) readiness.Outcome {
 // startsRollout tells whether applying want would change a settled
 // StatefulSet in more than its replicas, which follow the membership: the
 // digest of what was last applied (apply.HashAnnotation) differs from that
-// of want with the live replicas. A rollout already under way may be changed
-// whatever etcd's health: the change may be the fix that heals it.
-func startsRollout(live, want *appsv1.StatefulSet) (bool, error) {
+// of want with the live replicas, stamped as live is (see rollout.Restamp:
+// who rendered it and from which spec of the control plane changes no pod).
+// A rollout already under way may be changed whatever etcd's health: the
+// change may be the fix that heals it.
+func startsRollout(live, want *appsv1.StatefulSet, cp *v1alpha1.HostedControlPlane, now time.Time) (bool, error) {
 	settled := live.Status.ObservedGeneration >= live.Generation && live.Status.CurrentRevision == live.Status.UpdateRevision
 	if !settled {
 		return false, nil
 	}
 	want = want.DeepCopy()
 	want.Spec.Replicas = live.Spec.Replicas
+	rollout.Restamp(live, want, cp, now)
 	u, err := apply.Unstructured(want)
 	if err != nil {
 		return false, err
 	}
 	return u.GetAnnotations()[apply.HashAnnotation] != live.Annotations[apply.HashAnnotation], nil
+}
+
+// startsLearners tells whether etcd's only problems are learners it lists
+// whose pods the StatefulSet does not run yet (their ordinals are past its
+// replicas), each of which is one problem: applying the StatefulSet is
+// what starts them, and every voter answers, so a rollout with it is as
+// safe as in a healthy etcd, and waiting for their health would wait for
+// ever.
+func startsLearners(in render.Input, m *render.EtcdMembership, live *appsv1.StatefulSet) bool {
+	pending := 0
+	for _, member := range m.Members {
+		if member.Healthy {
+			continue
+		}
+		if !member.Learner || ordinal(in.ClusterName(), member.Name) < int(ptr.Deref(live.Spec.Replicas, 0)) {
+			return false
+		}
+		pending++
+	}
+	return pending > 0 && len(m.Problems) == pending
 }
 
 // ChangeKind is a kind of membership change.

@@ -74,7 +74,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	}
 	c.ReadinessProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 3)
 	c.LivenessProbe = render.Probe("/livez", metricsPort, corev1.URISchemeHTTP, 8)
-	c.StartupProbe = render.Probe("/readyz", metricsPort, corev1.URISchemeHTTP, 60)
+	c.StartupProbe = render.StartupProbe("/readyz", metricsPort, corev1.URISchemeHTTP, 600)
 	// The tail of its log becomes its termination message when etcd fails,
 	// so that the controller can tell why a member is down (see Diagnose).
 	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError

@@ -132,7 +132,8 @@ func (in Input) secretsDigest(pod *corev1.PodSpec) string {
 	return contract.Digest(lines...)
 }
 
-// Probe is an HTTP(S) GET probe of path on port.
+// Probe is an HTTP(S) GET probe of path on port, every ten seconds: gentle
+// on a component that runs.
 func Probe(path string, port int32, scheme corev1.URIScheme, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -142,6 +143,17 @@ func Probe(path string, port int32, scheme corev1.URIScheme, failures int32) *co
 		TimeoutSeconds:   5,
 		FailureThreshold: failures,
 	}
+}
+
+// StartupProbe is an HTTP(S) GET probe of path on port every second, for
+// up to window seconds after the container starts: the kubelet runs the
+// other probes only once it succeeds, and then the readiness probe at once,
+// so that a component is ready within a second of answering rather than at
+// the next ten-second tick; once it succeeded it stops.
+func StartupProbe(path string, port int32, scheme corev1.URIScheme, window int32) *corev1.Probe {
+	p := Probe(path, port, scheme, window)
+	p.PeriodSeconds = 1
+	return p
 }
 
 // Deployment runs pod as component. A new pod is ready before an old one

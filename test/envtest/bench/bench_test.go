@@ -110,7 +110,7 @@ func BenchmarkReconcile(b *testing.B) {
 	// The manager serves the admission webhooks and runs the cache; the
 	// Reconciler is called directly, never by a controller of the manager.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: envtest.Scheme(), Cache: controller.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme: envtest.Scheme(), Cache: controller.CacheOptions(controller.Shard{}), Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: env.WebhookPort(), CertDir: env.WebhookCertDir()}),
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func BenchmarkReconcile(b *testing.B) {
 	if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
-	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()), crcontroller.Options{})
+	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), controller.Shard{}), crcontroller.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func startManager(t testing.TB, opts backup.Options, logs io.Writer, controlPlan
 	}
 	cacheOpts := cache.Options{DefaultNamespaces: seen}
 	if controlPlanes {
-		cacheOpts = controller.CacheOptions()
+		cacheOpts = controller.CacheOptions(controller.Shard{})
 		cacheOpts.DefaultNamespaces = seen
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -104,7 +104,7 @@ func startManager(t testing.TB, opts backup.Options, logs io.Writer, controlPlan
 	ctx, cancel := context.WithCancel(context.Background())
 	checker := etcd.NewChecker()
 	if controlPlanes {
-		clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient()), crcontroller.Options{})
+		clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), controller.Shard{}), crcontroller.Options{})
 		require.NoError(t, err)
 		r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(), nil,
 			mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: time.Second}, clusters)
