@@ -60,6 +60,9 @@ func TestAllowedImageRegistries(t *testing.T) {
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "img.example.com", Port: 6443}
 	})
 	waitCondition(t, hcp, v1alpha1.ImagesAllowedCondition, metav1.ConditionTrue, v1alpha1.AllowedRegistriesReason)
+	// Once every certificate is issued, the pod templates that mount them
+	// no longer change.
+	waitCondition(t, hcp, v1alpha1.KubeconfigReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	before := get(t, &appsv1.StatefulSet{}, ns, "img-etcd")
 	require.Equal(t, "old.example.com/etcd:3.6.8-0", before.Spec.Template.Spec.Containers[0].Image)
 
