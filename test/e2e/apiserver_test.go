@@ -170,7 +170,7 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 	iss, receiver := startIssuer(t), startAuditReceiver(t)
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	require.NoError(t, k8s.Create(testContext(t), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "audit-token"}, Data: map[string][]byte{"token": []byte(receiver.token)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "audit-token", Labels: map[string]string{userInput: "true"}}, Data: map[string][]byte{"token": []byte(receiver.token)},
 	}))
 	provider := func(prefix string) v1alpha1.OIDCProvider {
 		return v1alpha1.OIDCProvider{

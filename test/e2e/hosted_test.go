@@ -314,8 +314,14 @@ func podsAndClaimsGone(t testing.TB, ns string) {
 	})
 }
 
+// userInput labels an object the test wrote as a user would, beside a
+// Cluster (a Secret a field of it names): the user's to delete, not the
+// Cluster's, so leftIn does not count it.
+const userInput = "e2e.hcp.test/user-input"
+
 // leftIn lists the objects of each kind in ns, apart from the namespace's
-// own root CA ConfigMap, and fails when there are any.
+// own root CA ConfigMap and the user's own objects (userInput), and fails
+// when there are any.
 func leftIn(ctx context.Context, ns string, lists ...client.ObjectList) error {
 	var left []string
 	for _, list := range lists {
@@ -330,6 +336,9 @@ func leftIn(ctx context.Context, ns string, lists ...client.ObjectList) error {
 			o, _ := item.(client.Object)
 			if o.GetName() == "kube-root-ca.crt" {
 				continue // every namespace's own
+			}
+			if _, user := o.GetLabels()[userInput]; user {
+				continue
 			}
 			if _, kept := o.GetAnnotations()[v1alpha1.EncryptionKeyKeptAnnotation]; kept {
 				continue // kept for the snapshots (encryptionKeyKept)
