@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,6 +34,7 @@ func (p ReadyzProber) Probe(ctx context.Context, kubeconfig []byte) error {
 	// the path it came through (a Gateway keeps splicing an open connection
 	// after its route is gone), and the question is whether clients get in.
 	cfg.Dial = (&net.Dialer{Timeout: p.Timeout}).DialContext
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err
