@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +33,7 @@ type workloadClient struct {
 func (c workloadClient) span(ctx context.Context, verb string, obj runtime.Object, do func(context.Context) error) error {
 	var attrs []attribute.KeyValue
 	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
-		attrs = append(attrs, Kind.String(gvk.Kind))
+		attrs = append(attrs, Kind.String(strings.TrimSuffix(gvk.Kind, "List")))
 	}
 	if o, ok := obj.(client.Object); ok {
 		attrs = append(attrs, ObjectNamespace.String(o.GetNamespace()), ObjectName.String(o.GetName()))

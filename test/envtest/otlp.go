@@ -67,7 +67,7 @@ func (r *OTLPReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServ
 					TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
 					ParentID: hex.EncodeToString(s.GetParentSpanId()), Name: s.GetName(), Service: service,
 					Attributes: attributes(s.GetAttributes()), StartNano: s.GetStartTimeUnixNano(),
-					Failed:     s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR, Message: s.GetStatus().GetMessage(),
+					Failed: s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR, Message: s.GetStatus().GetMessage(),
 				})
 			}
 		}
