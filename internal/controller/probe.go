@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -34,12 +33,13 @@ func (p ReadyzProber) Probe(ctx context.Context, kubeconfig []byte) error {
 	// the path it came through (a Gateway keeps splicing an open connection
 	// after its route is gone), and the question is whether clients get in.
 	cfg.Dial = (&net.Dialer{Timeout: p.Timeout}).DialContext
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err
 	}
 	defer utilnet.CloseIdleConnectionsFor(httpClient.Transport)
+	// Traced around the transport whose connections are closed above.
+	httpClient.Transport = otelhttp.NewTransport(httpClient.Transport)
 	client, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return err
