@@ -22,6 +22,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/hooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/program"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/topology"
 )
 
@@ -91,7 +92,7 @@ func newServer(cfg settings.Extension, mgr ctrl.Manager, checker *etcd.Checker) 
 	mutation := topology.NewHandlers(mgr.GetClient())
 	mutation.MinBackupInterval = cfg.MinBackupInterval
 	for _, h := range append(mutation.ExtensionHandlers(), lifecycle.ExtensionHandlers()...) {
-		if err := srv.AddExtensionHandler(h); err != nil {
+		if err := srv.AddExtensionHandler(telemetry.TraceHook(h)); err != nil {
 			return nil, fmt.Errorf("register hook %s: %w", h.Name, err)
 		}
 	}

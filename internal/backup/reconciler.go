@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,6 +30,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // Finalizer holds a HostedControlPlane with spec.etcd.backup until its
@@ -299,8 +301,12 @@ func (r *Reconciler) snapshot(ctx context.Context, hcp *v1alpha1.HostedControlPl
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx, span := telemetry.Start(ctx, "etcd snapshot",
+		telemetry.Namespace.String(cp.Namespace), telemetry.ControlPlane.String(cp.Name), telemetry.Cluster.String(cluster))
 	start := time.Now()
 	taken, err := r.take(ctx, hcp, cluster, start)
+	span.SetAttributes(attribute.Int64("etcd.snapshot.size", taken.size))
+	telemetry.End(span, err)
 	if taken.key == "" {
 		reason := reasonOf(err)
 		snapshotFailures.WithLabelValues(cp.Namespace, cp.Name, reason).Inc()

@@ -25,6 +25,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/netfail"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/refgrant"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // DefaultPartSize is the size of each part of a snapshot's multipart
@@ -138,7 +139,7 @@ func openStore(ctx context.Context, r client.Reader, hcp *v1alpha1.HostedControl
 	// host names (AWS, Google): other stores rarely have the DNS for it.
 	c, err := minio.New(host, &minio.Options{
 		Creds: credentials.NewStaticV4(id, key, ""), Secure: true, Region: region,
-		Transport: transport, BucketLookup: minio.BucketLookupAuto,
+		Transport: telemetry.Untold(transport), BucketLookup: minio.BucketLookupAuto,
 	})
 	if err != nil {
 		// The client's error quotes the value.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"go.opentelemetry.io/otel/codes"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -20,6 +21,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // phase is one step of a pass: the neighbouring components of a list that
@@ -77,7 +79,7 @@ func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase)
 	var problems []error
 	for i, p := range phases {
 		start := time.Now()
-		out := r.runPhase(ctx, s, on, p)
+		out := r.tracePhase(ctx, s, on, p)
 		phaseSeconds.WithLabelValues(on.name, p.condition).Observe(time.Since(start).Seconds())
 		r.record(s.hcp, p.condition, out)
 		if !on.ordered {
@@ -94,6 +96,19 @@ func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase)
 		s.done[p.condition] = true
 	}
 	return problems
+}
+
+// tracePhase runs a phase in a span of its own, "phase <condition>", which
+// says how far it got.
+func (r *Reconciler) tracePhase(ctx context.Context, s *scope, on side, p phase) readiness.Outcome {
+	ctx, span := telemetry.Start(ctx, "phase "+p.condition, telemetry.Side.String(on.name), telemetry.Condition.String(p.condition))
+	out := r.runPhase(ctx, s, on, p)
+	span.SetAttributes(telemetry.Reason.String(out.Reason))
+	if out.Warn {
+		span.SetStatus(codes.Error, out.Message)
+	}
+	span.End()
+	return out
 }
 
 // runPhase keeps the components of a phase in order, unless observation

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,8 @@ func (p ReadyzProber) Probe(ctx context.Context, kubeconfig []byte) error {
 		return err
 	}
 	defer utilnet.CloseIdleConnectionsFor(httpClient.Transport)
+	// Traced around the transport whose connections are closed above.
+	httpClient.Transport = otelhttp.NewTransport(httpClient.Transport)
 	client, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 	cfg "github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // Finalizer holds a HostedControlPlane until the Secrets cert-manager issued
@@ -157,6 +158,8 @@ func (s *scope) answered() bool { return s.probed && s.answer == nil }
 
 // Reconcile runs one pass over a HostedControlPlane.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	ctx, span := telemetry.Start(ctx, "reconcile", telemetry.Namespace.String(req.Namespace), telemetry.ControlPlane.String(req.Name))
+	defer func() { telemetry.End(span, reterr) }()
 	hcp := &v1alpha1.HostedControlPlane{}
 	if err := r.client.Get(ctx, req.NamespacedName, hcp); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -171,6 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, fmt.Errorf("owner cluster: %w", err)
 	}
 	if cluster != nil {
+		span.SetAttributes(telemetry.Cluster.String(cluster.Name))
 		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.client, cluster, hcp); err != nil || isPaused || requeue {
 			return ctrl.Result{Requeue: requeue}, err //nolint:staticcheck // Requeue is what EnsurePausedCondition asks for
 		}
@@ -194,7 +198,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil // the Cluster's watch brings us back; updateStatus says what we wait for
 	}
 	if !hcp.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
+		ctx, span := telemetry.Start(ctx, "delete")
+		result, err := r.reconcileDelete(ctx, s)
+		telemetry.End(span, err)
+		return result, err
 	}
 	if controllerutil.AddFinalizer(hcp, Finalizer) {
 		// Stored before anything is created, so nothing can outlive it.
@@ -220,7 +227,7 @@ const blockMoveMessage = "a hosted control plane cannot be moved by clusterctl m
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	metav1.SetMetaDataAnnotation(&s.hcp.ObjectMeta, clusterctlv1.BlockMoveAnnotation, blockMoveMessage)
 	r.record(s.hcp, v1alpha1.ImagesAllowedCondition, imagesAllowed(s.hcp, r.registries))
-	r.observe(ctx, s)
+	step(ctx, "observe", func(ctx context.Context) { r.observe(ctx, s) })
 	r.recordRenewal(s)
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
@@ -230,7 +237,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	// rollout or a certificate being issued again never hides an API server
 	// that answers.
 	if s.blocked == nil || ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
-		r.probe(ctx, s)
+		step(ctx, "probe", func(ctx context.Context) { r.probe(ctx, s) })
 	}
 	if b := s.blocked; b != nil && b.Warn {
 		// A bad situation: retry with backoff.
@@ -254,4 +261,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{RequeueAfter: pollInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: probeInterval}, nil
+}
+
+// step runs a step of a pass in a span of its own, named name.
+func step(ctx context.Context, name string, f func(context.Context)) {
+	ctx, span := telemetry.Start(ctx, name)
+	defer span.End()
+	f(ctx)
 }

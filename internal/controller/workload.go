@@ -22,6 +22,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // WorkloadClusters reaches workload clusters: Cluster API's ClusterCache,
@@ -65,7 +66,9 @@ func ClusterCacheOptions(secrets client.Reader, shard Shard) clustercache.Option
 // reconcileWorkload keeps the workload side, each phase under its own
 // condition, once the API server answers. Their failures show in their
 // conditions and events; they never touch the control plane's.
-func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) (err error) {
+	ctx, span := telemetry.Start(ctx, "workload sync")
+	defer func() { telemetry.End(span, err) }()
 	key := client.ObjectKeyFromObject(s.cluster)
 	c, err := r.clusters.GetClient(ctx, key)
 	var live client.Client
@@ -80,6 +83,7 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) error {
 		markUnreachable(s.hcp, err)
 		return nil
 	}
+	c, live = telemetry.WorkloadClient(c, false), telemetry.WorkloadClient(live, true)
 	workload := side{name: workloadSide, applier: &apply.Applier{Client: c, Reader: c, LiveReader: live, Owner: contract.ManagedBy}, repairs: true}
 	problems := r.run(ctx, s, workload, workloadPhases())
 	more, err := r.rewriteSecrets(ctx, s, live)

@@ -55,7 +55,7 @@ func start(ctx context.Context, name string, common settings.Serving, run func(c
 	if err := telemetry.CountRequests(rc); err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	stopTracing, err := telemetry.Setup(ctx, common.OTLPEndpoint, "hosted-control-plane-"+name, rc)
+	stopTracing, err := telemetry.Setup(ctx, common.TracesEndpoint(), "hosted-control-plane-"+name, rc)
 	if err != nil {
 		return err
 	}

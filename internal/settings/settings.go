@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"flag"
@@ -41,9 +42,16 @@ type Serving struct {
 	// CertDir holds tls.crt and tls.key for the TLS server on Port.
 	CertDir string
 	Port    int
-	// OTLPEndpoint, when set, receives traces over OTLP gRPC.
-	OTLPEndpoint string
+	// OTLPEndpoint, when set, receives traces over OTLP gRPC;
+	// OTLPTracesEndpoint, when set, receives them instead, as the
+	// OpenTelemetry specification orders the two.
+	OTLPEndpoint       string
+	OTLPTracesEndpoint string
 }
+
+// TracesEndpoint is where traces go: the traces endpoint when set,
+// otherwise the endpoint; empty when tracing is off.
+func (s Serving) TracesEndpoint() string { return cmp.Or(s.OTLPTracesEndpoint, s.OTLPEndpoint) }
 
 func (s *Serving) bind(src *source, defaultPort int) {
 	// KUBECONFIG is client-go's: a list of files it merges, read by
@@ -61,6 +69,8 @@ func (s *Serving) bind(src *source, defaultPort int) {
 		"directory with tls.crt and tls.key of the TLS server")
 	src.Int(&s.Port, "webhook-port", "WEBHOOK_PORT", defaultPort, "port of the TLS server")
 	src.String(&s.OTLPEndpoint, "otel-exporter-otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP gRPC endpoint URL that receives traces, off when empty or none")
+	src.String(&s.OTLPTracesEndpoint, "otel-exporter-otlp-traces-endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
+		"OTLP gRPC endpoint URL that receives traces in place of --otel-exporter-otlp-endpoint's, unset when empty or none")
 }
 
 func (s *Serving) validate(needCerts bool) error {
@@ -88,15 +98,23 @@ func (s *Serving) validate(needCerts bool) error {
 			}
 		}
 	}
-	if s.OTLPEndpoint == OTLPOff {
-		s.OTLPEndpoint = ""
-	}
-	if s.OTLPEndpoint != "" {
-		if u, err := url.Parse(s.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT/--otel-exporter-otlp-endpoint %q: use an http:// or https:// URL such as http://otel-collector:4317", s.OTLPEndpoint))
-		}
-	}
+	errs = append(errs, validateOTLP("OTEL_EXPORTER_OTLP_ENDPOINT/--otel-exporter-otlp-endpoint", &s.OTLPEndpoint))
+	errs = append(errs, validateOTLP("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT/--otel-exporter-otlp-traces-endpoint", &s.OTLPTracesEndpoint))
 	return errors.Join(errs...)
+}
+
+// validateOTLP empties an endpoint set to none and checks any other.
+func validateOTLP(name string, endpoint *string) error {
+	if *endpoint == OTLPOff {
+		*endpoint = ""
+	}
+	if *endpoint == "" {
+		return nil
+	}
+	if u, err := url.Parse(*endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: use an http:// or https:// URL such as http://otel-collector:4317", name, *endpoint)
+	}
+	return nil
 }
 
 func validateAddr(name, addr string) error {
@@ -157,8 +175,9 @@ const DefaultMustRollInterval = 10 * time.Minute
 // control planes for a change that must roll.
 const maxMustRollInterval = 7 * 24 * time.Hour
 
-// OTLPOff turns tracing off as an empty OTEL_EXPORTER_OTLP_ENDPOINT does,
-// for installers such as clusterctl that take no empty value.
+// OTLPOff turns tracing off as an empty OTEL_EXPORTER_OTLP_ENDPOINT does
+// (and unsets OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), for installers such as
+// clusterctl that take no empty value.
 const OTLPOff = "none"
 
 // DefaultMaxConcurrentReconciles is how many control planes are reconciled

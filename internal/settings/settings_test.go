@@ -173,7 +173,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
-		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
+		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
 		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
@@ -250,6 +250,32 @@ func TestOTLPNone(t *testing.T) {
 	c, err := outsidePod(t, quiet, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": OTLPOff}))
 	require.NoError(t, err)
 	assert.Empty(t, c.OTLPEndpoint)
+	assert.Empty(t, c.TracesEndpoint())
+}
+
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT wins over OTEL_EXPORTER_OTLP_ENDPOINT,
+// as the OpenTelemetry specification orders them, also over none; none
+// unsets it.
+func TestOTLPTracesEndpoint(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"traces endpoint wins": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://b:4317"},
+			want: "https://b:4317",
+		},
+		"over none":      {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": OTLPOff, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4317"}, want: "http://b:4317"},
+		"none unsets it": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": OTLPOff}, want: "http://a:4317"},
+		"endpoint alone": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317"}, want: "http://a:4317"},
+	} {
+		c, err := outsidePod(t, quiet, env(tc.env))
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.want, c.TracesEndpoint(), name)
+	}
+	_, err := outsidePod(t, quiet, env(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4317"}))
+	assert.ErrorContains(t, err, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT/--otel-exporter-otlp-traces-endpoint \"collector:4317\": use an http:// or https:// URL")
 }
 
 // A shard reads its watch filter and namespaces, and leads with a lease of

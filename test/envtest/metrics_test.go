@@ -112,11 +112,7 @@ func TestMetricsDashboardAndAlerts(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "a ServiceAccount not allowed /metrics reads none")
 
 	const name = "metrics"
-	podIP := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), 1+rand.IntN(254), 1+rand.IntN(254)) //nolint:gosec // not a secret
-	port := freePort(t)
-	cluster, hcp := readyControlPlane(t, name, "v1.35.2", func(h *v1alpha1.HostedControlPlane) {
-		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(port)}
-		h.Spec.Etcd.Replicas = ptr.To[int32](1)
+	cluster, hcp := servingControlPlane(t, name, func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "0 0 1 1 *", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 	})
 	// No S3 server runs here: the test plays a snapshot taken two hours ago
@@ -126,20 +122,6 @@ func TestMetricsDashboardAndAlerts(t *testing.T) {
 		h.Status.Etcd.LastBackupTime = &metav1.Time{Time: time.Now().Add(-2 * time.Hour)}
 	})
 	ns = hcp.Namespace
-	// etcd runs as the StatefulSet's first member, at its pod's address.
-	db := runHostedEtcdAt(t, ns, name, podIP)
-	db.startAPIServer(t, port, nil)
-	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: ns, Name: name + "-etcd-0", Labels: get(t, &appsv1.StatefulSet{}, ns, name+"-etcd").Spec.Template.Labels,
-	}}
-	member.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
-	require.NoError(t, env.Client.Create(ctx, member))
-	setStatus(t, member, func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIP, p.Status.PodIPs = podIP, []corev1.PodIP{{IP: podIP}}
-	})
-	runningPod(t, hcp, name+"-apiserver-a", "v1.35.2")
-	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
 	waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
 	// A worker joins (the next pass comes with a touch, as with the status
@@ -196,6 +178,36 @@ func TestMetricsDashboardAndAlerts(t *testing.T) {
 	assert.True(t, ok, "the extension serves its gate decisions")
 
 	checkDashboardAndAlerts(t, controller.MetricsURL, ext.MetricsURL)
+}
+
+// servingControlPlane is a control plane that serves: a real etcd as the
+// first and only member of its StatefulSet, at its pod's address, where the
+// controller reaches it, and a real API server at its endpoint, with the
+// pods a kubelet would report; it waits until the control plane is
+// Available. changes apply to the control plane before it is created.
+func servingControlPlane(t *testing.T, name string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
+	t.Helper()
+	podIP := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), 1+rand.IntN(254), 1+rand.IntN(254)) //nolint:gosec // not a secret
+	port := freePort(t)
+	cluster, hcp := readyControlPlane(t, name, "v1.35.2", append([]func(*v1alpha1.HostedControlPlane){func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(port)}
+		h.Spec.Etcd.Replicas = ptr.To[int32](1)
+	}}, changes...)...)
+	ns := hcp.Namespace
+	db := runHostedEtcdAt(t, ns, name, podIP)
+	db.startAPIServer(t, port, nil)
+	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: name + "-etcd-0", Labels: get(t, &appsv1.StatefulSet{}, ns, name+"-etcd").Spec.Template.Labels,
+	}}
+	member.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+	require.NoError(t, env.Client.Create(testContext(t), member))
+	setStatus(t, member, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP, p.Status.PodIPs = podIP, []corev1.PodIP{{IP: podIP}}
+	})
+	runningPod(t, hcp, name+"-apiserver-a", "v1.35.2")
+	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	return cluster, hcp
 }
 
 // workloadFor is the workload cluster of a control plane, reached through the

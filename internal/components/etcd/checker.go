@@ -17,11 +17,13 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
 
 // DefaultCallTimeout bounds each call to an etcd member. Members are asked
@@ -86,7 +88,12 @@ func (c *Checker) Check(ctx context.Context, t Target) (Report, error) {
 
 // Observe asks every endpoint for its status, then one member that answered
 // for the member list and the alarms.
-func (c *Checker) Observe(ctx context.Context, t Target) (Observation, error) {
+// Each observation is a span, "etcd health check", whose calls to the
+// members are its children.
+func (c *Checker) Observe(ctx context.Context, t Target) (_ Observation, err error) {
+	ctx, span := telemetry.Start(ctx, "etcd health check",
+		telemetry.Namespace.String(t.Cluster.Namespace), telemetry.Cluster.String(t.Cluster.Name), attribute.Int("etcd.endpoints", len(t.Endpoints)))
+	defer func() { telemetry.End(span, err) }()
 	clients, err := c.clients(t)
 	if err != nil {
 		return Observation{}, err
@@ -247,7 +254,7 @@ func newClient(address string, tlsConfig *tls.Config, timeout time.Duration) (*c
 		DialKeepAliveTimeout: timeout,
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "tcp", address)
-		})},
+		}), telemetry.GRPC()},
 		Logger: zap.NewNop(),
 	})
 	if err != nil {

@@ -1,0 +1,213 @@
+package envtest
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// The controller's traces, as a collector receives them over OTLP/gRPC from
+// the controller binary, with the endpoint, sampler and batch delay set by
+// the standard OpenTelemetry variables (the traces endpoint wins over an
+// endpoint of none): every pass over a control plane is a root span with
+// the control plane's namespace and names, each phase a child span that
+// owns the management cluster's REST requests it made; the observation
+// that begins a pass has an etcd health check whose gRPC calls to the
+// member are its children, the probe of the API server its HTTP request,
+// and a pass that keeps the workload cluster a workload sync span whose
+// phases own the workload requests. No span carries a value of the control plane's Secrets.
+func TestTraces(t *testing.T) {
+	receiver, err := StartOTLPReceiver()
+	require.NoError(t, err)
+	t.Cleanup(receiver.Stop)
+	withControllerSettings(t, "OTEL_EXPORTER_OTLP_ENDPOINT=none", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="+receiver.Endpoint,
+		"OTEL_TRACES_SAMPLER=always_on", "OTEL_BSP_SCHEDULE_DELAY=100")
+
+	const name = "traces"
+	cluster, hcp := servingControlPlane(t, name)
+	ns := hcp.Namespace
+	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
+	waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
+
+	var tr traces
+	var creation, workload Span
+	waitFor(t, "a pass that created objects and one that kept the workload cluster", func() error {
+		tr = newTraces(receiver.Spans(), "hosted-control-plane-controller")
+		var ok bool
+		if creation, ok = tr.firstPass(ns, name, func(pass Span) bool {
+			return slices.ContainsFunc(tr.children(pass, "phase "+v1alpha1.CertificatesReadyCondition), func(p Span) bool {
+				return len(tr.children(p, "HTTP PATCH")) > 0
+			})
+		}); !ok {
+			return fmt.Errorf("no pass applied the certificates among %d spans", len(tr.spans))
+		}
+		if workload, ok = tr.firstPass(ns, name, func(pass Span) bool {
+			for _, sync := range tr.children(pass, "workload sync") {
+				for _, p := range tr.children(sync, "phase "+v1alpha1.CoreDNSReadyCondition) {
+					if len(tr.children(p, "workload APPLY")) > 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}); !ok {
+			return fmt.Errorf("no pass applied CoreDNS in the workload cluster among %d spans", len(tr.spans))
+		}
+		return nil
+	})
+	t.Logf("the pass that created objects:\n%s\nthe pass that kept the workload cluster:\n%s", tr.tree(creation), tr.tree(workload))
+
+	for _, pass := range []Span{creation, workload} {
+		assert.Empty(t, pass.ParentID, "a pass is a root span")
+		assert.Equal(t, map[string]string{"k8s.namespace.name": ns, "hostedcp.control_plane": name, "hostedcp.cluster": cluster.Name},
+			pick(pass.Attributes, "k8s.namespace.name", "hostedcp.control_plane", "hostedcp.cluster"))
+		phases := tr.children(pass, "phase ")
+		require.NotEmpty(t, phases)
+		assert.Equal(t, "phase "+v1alpha1.ClusterReadyCondition, phases[0].Name, "the first phase")
+		for _, p := range phases {
+			assert.Equal(t, "management", p.Attributes["hostedcp.side"], p.Name)
+		}
+		// The status is written by the pass itself, after its phases.
+		patches := tr.children(pass, "HTTP PATCH")
+		require.NotEmpty(t, patches, "the status patch")
+		assert.Contains(t, patches[len(patches)-1].Attributes["url.full"], "/namespaces/"+ns+"/hostedcontrolplanes/"+name+"/status")
+	}
+	for _, p := range tr.children(tr.children(creation, "phase "+v1alpha1.CertificatesReadyCondition)[0], "HTTP ") {
+		assert.Contains(t, p.Attributes["url.full"], "/namespaces/"+ns+"/", "a REST request of the certificates' phase")
+	}
+
+	// The pass that kept the workload cluster went through every management
+	// phase, checked etcd and probed the API server first.
+	var names []string
+	for _, p := range tr.children(workload, "phase ") {
+		names = append(names, strings.TrimPrefix(p.Name, "phase "))
+	}
+	assert.Equal(t, []string{
+		v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition, v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition,
+		v1alpha1.EtcdReadyCondition, v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
+	}, names)
+	observe := tr.children(workload, "observe")
+	require.Len(t, observe, 1)
+	checks := tr.descendants(observe[0], "etcd health check")
+	require.NotEmpty(t, checks, "the pass observes etcd's members before its phases")
+	assert.Equal(t, ns, checks[0].Attributes["k8s.namespace.name"])
+	assert.Equal(t, cluster.Name, checks[0].Attributes["hostedcp.cluster"])
+	assert.NotEmpty(t, tr.children(checks[0], "etcdserverpb.Maintenance/Status"), "etcd's status asked over gRPC")
+	probes := tr.children(workload, "probe")
+	require.Len(t, probes, 1)
+	get := tr.children(probes[0], "HTTP GET")
+	require.Len(t, get, 1, "the probe's request")
+	assert.Contains(t, get[0].Attributes["url.full"], "/readyz")
+	sync := tr.children(workload, "workload sync")[0]
+	coreDNS := tr.children(sync, "phase "+v1alpha1.CoreDNSReadyCondition)[0]
+	assert.Equal(t, "workload", coreDNS.Attributes["hostedcp.side"])
+	var applied []string
+	for _, a := range tr.children(coreDNS, "workload APPLY") {
+		applied = append(applied, a.Attributes["k8s.kind"]+" "+a.Attributes["k8s.object.namespace"]+"/"+a.Attributes["k8s.object.name"])
+	}
+	assert.Contains(t, applied, "Deployment kube-system/coredns")
+
+	// What a tracing backend stores says nothing a Secret holds.
+	secrets := &corev1.SecretList{}
+	require.NoError(t, env.Client.List(testContext(t), secrets, client.InNamespace(ns)))
+	for _, s := range tr.spans {
+		for key, v := range s.Attributes {
+			for _, secret := range secrets.Items {
+				for k, data := range secret.Data {
+					if len(data) >= 8 && strings.Contains(v, string(data)) {
+						t.Errorf("span %q attribute %s carries Secret %s key %s", s.Name, key, secret.Name, k)
+					}
+				}
+			}
+		}
+	}
+}
+
+// traces are the spans of one service, by id.
+type traces struct {
+	spans []Span
+	byID  map[string]Span
+}
+
+func newTraces(all []Span, service string) traces {
+	tr := traces{byID: map[string]Span{}}
+	for _, s := range all {
+		if s.Service == service {
+			tr.spans = append(tr.spans, s)
+			tr.byID[s.TraceID+s.SpanID] = s
+		}
+	}
+	sort.Slice(tr.spans, func(i, j int) bool { return tr.spans[i].StartNano < tr.spans[j].StartNano })
+	return tr
+}
+
+// children are the spans whose parent is s, in the order they started,
+// whose names begin with prefix; a child of another trace never counts.
+func (tr traces) children(s Span, prefix string) []Span {
+	var out []Span
+	for _, c := range tr.spans {
+		if c.TraceID == s.TraceID && c.ParentID == s.SpanID && strings.HasPrefix(c.Name, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// descendants are the spans below s whose names begin with prefix.
+func (tr traces) descendants(s Span, prefix string) []Span {
+	var out []Span
+	for _, c := range tr.children(s, "") {
+		if strings.HasPrefix(c.Name, prefix) {
+			out = append(out, c)
+		}
+		out = append(out, tr.descendants(c, prefix)...)
+	}
+	return out
+}
+
+// firstPass is the first pass over the control plane ns/name for which ok.
+func (tr traces) firstPass(ns, name string, ok func(Span) bool) (Span, bool) {
+	for _, s := range tr.spans {
+		if s.Name == "reconcile" && s.Attributes["k8s.namespace.name"] == ns && s.Attributes["hostedcp.control_plane"] == name && ok(s) {
+			return s, true
+		}
+	}
+	return Span{}, false
+}
+
+// tree prints s and its descendants, indented.
+func (tr traces) tree(s Span) string {
+	var b strings.Builder
+	var walk func(Span, int)
+	walk = func(s Span, depth int) {
+		fmt.Fprintf(&b, "%s%s %v\n", strings.Repeat("  ", depth), s.Name, pick(s.Attributes, "hostedcp.reason", "url.full", "k8s.kind", "k8s.object.name"))
+		for _, c := range tr.children(s, "") {
+			walk(c, depth+1)
+		}
+	}
+	walk(s, 0)
+	return b.String()
+}
+
+// pick are the attributes of keys that are there.
+func pick(attrs map[string]string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		if v, ok := attrs[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
