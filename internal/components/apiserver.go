@@ -289,7 +289,9 @@ func apiServerArgs(in render.Input) []string {
 
 // inClusterIssuer is the issuer of the workload cluster's service account
 // tokens that its pods reach, kubernetes.default.
-func inClusterIssuer(in render.Input) string { return "https://kubernetes.default.svc." + in.ClusterDomain() }
+func inClusterIssuer(in render.Input) string {
+	return "https://kubernetes.default.svc." + in.ClusterDomain()
+}
 
 // serviceAccountIssuerArgs point the API server at spec.serviceAccountIssuer:
 // it signs for that issuer (the first) and accepts tokens of the in-cluster

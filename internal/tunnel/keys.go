@@ -66,7 +66,7 @@ func (k *Keys) Run(ctx context.Context, listen string) error {
 
 func (k *Keys) file(path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		data, err := os.ReadFile(path)
+		data, err := os.ReadFile(path) //nolint:gosec // a path of the command line, not of a request
 		if err != nil || len(data) == 0 {
 			k.log.Warn("nothing to serve", "file", path)
 			http.Error(w, "not written yet", http.StatusServiceUnavailable)
