@@ -110,6 +110,7 @@ type nodeCommand struct {
 	address                                netip.Addr
 	port                                   uint16
 	device, upstream, caFile, healthListen string
+	direct                                 bool
 }
 
 // healthPort serves the node's /healthz and /readyz on its address.
@@ -123,6 +124,7 @@ func parseNode(args []string, out io.Writer) (command, error) {
 	fs.UintVar(&port, "port", contract.NodeTunnelPort, "`port` to listen on at --address")
 	fs.StringVar(&c.device, "device", contract.NodeTunnelDevice, "network device holding --address: created as a dummy device when missing (on lo instead where the kernel has no dummy driver), used as it is when present; left in place on exit")
 	fs.StringVar(&c.upstream, "upstream", "", "kas-tunnel.<cluster>.<namespace>.<domain>:443, dialed by name through the node's resolver; the name is the outer SNI and what the sidecar's certificate must be valid for (required)")
+	fs.BoolVar(&c.direct, "direct", false, "--upstream is the API server itself behind the tenant's own load balancer, which needs no SNI: forward connections as they are, without an outer TLS (readiness still checks the API server's certificate for the name)")
 	fs.StringVar(&c.caFile, "ca-file", "/etc/kubernetes/pki/ca.crt", "the cluster CA the sidecar's certificate must be signed by, read again when it changes")
 	fs.StringVar(&c.healthListen, "health-listen", "", "`address` of /healthz (listening) and /readyz (an outer TLS handshake with the sidecar succeeds) (default <address>:"+healthPort+")")
 	if err := parseFlags(fs, args); err != nil {
@@ -157,7 +159,7 @@ func (c nodeCommand) run(ctx context.Context, log *slog.Logger) error {
 	if device != c.device {
 		log.Warn("this kernel has no dummy network device driver: the address is on "+device+" instead", "device", c.device)
 	}
-	n, err := tunnel.NewNode(c.upstream, c.caFile, log)
+	n, err := tunnel.NewNode(c.upstream, c.caFile, c.direct, log)
 	if err != nil {
 		return err
 	}

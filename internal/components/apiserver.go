@@ -102,7 +102,7 @@ func apiServerSANs(in render.Input) []string {
 	if ip := in.KubernetesServiceIP(); ip != nil {
 		sans = append(sans, ip.String())
 	}
-	if in.Listener != nil {
+	if _, _, tunnelled := tunnelUpstream(in); tunnelled {
 		// The kubernetes Service's endpoint on every node (see KubernetesService).
 		sans = append(sans, contract.NodeLocalAddress)
 	}
