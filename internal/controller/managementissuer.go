@@ -14,6 +14,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/netfail"
 )
 
 // +kubebuilder:rbac:urls=/.well-known/openid-configuration;/openid/v1/jwks,verbs=get
@@ -53,7 +54,7 @@ func (m *managementIssuer) ManagementIssuer(ctx context.Context) (*render.Manage
 	}
 	discovery, err := m.client.Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the management cluster's issuer discovery document: %w", err)
+		return nil, readFailed("its issuer discovery document", err)
 	}
 	var doc struct {
 		Issuer     string   `json:"issuer"`
@@ -64,7 +65,7 @@ func (m *managementIssuer) ManagementIssuer(ctx context.Context) (*render.Manage
 	}
 	keys, err := m.client.Get().AbsPath("/openid/v1/jwks").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the management cluster's service account keys: %w", err)
+		return nil, readFailed("its service account keys", err)
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
@@ -74,6 +75,17 @@ func (m *managementIssuer) ManagementIssuer(ctx context.Context) (*render.Manage
 	}
 	m.last, m.fetched = &render.ManagementIssuer{URL: doc.Issuer, Algorithms: doc.Algorithms, Keys: keys}, time.Now()
 	return m.last, nil
+}
+
+// readFailed tells why what of the management cluster's API server could
+// not be read: a network failure without its address, which a tenant's
+// condition has no business showing; the API server's answer as it is
+// (a refusal names the controller's own service account).
+func readFailed(what string, err error) error {
+	if why := netfail.Describe(err); why != "" {
+		return fmt.Errorf("cannot read %s from the management cluster's API server: %s", what, why)
+	}
+	return fmt.Errorf("cannot read %s from the management cluster's API server: %w", what, err)
 }
 
 // observeManagementIssuer reads the management cluster's issuer for a

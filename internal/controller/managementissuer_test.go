@@ -43,3 +43,17 @@ func TestManagementIssuerIsReadOncePerRefresh(t *testing.T) {
 	_, err = NewIssuerSource(dc.RESTClient()).ManagementIssuer(t.Context())
 	assert.EqualError(t, err, "the management cluster's API server serves no service account keys at /openid/v1/jwks")
 }
+
+// A management API server that cannot be reached is told without its
+// address, which a tenant's condition has no business showing.
+func TestManagementIssuerUnreachableNamesNoAddress(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: url})
+	require.NoError(t, err)
+	_, err = NewIssuerSource(dc.RESTClient()).ManagementIssuer(t.Context())
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), url[len("http://"):])
+	assert.Contains(t, err.Error(), "cannot read its issuer discovery document from the management cluster's API server")
+}
