@@ -46,12 +46,28 @@ func NewIssuerSource(client rest.Interface) IssuerSource {
 	return &managementIssuer{client: client}
 }
 
+// ManagementIssuer is what was read last, read again once it is older than
+// issuerRefresh. What was read before stays in use while the API server
+// cannot be read again: a passing failure must not take the authenticator
+// from the hosted API servers.
 func (m *managementIssuer) ManagementIssuer(ctx context.Context) (*render.ManagementIssuer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.last != nil && time.Since(m.fetched) < issuerRefresh {
 		return m.last, nil
 	}
+	issuer, err := m.read(ctx)
+	if err != nil {
+		if m.last != nil {
+			return m.last, nil
+		}
+		return nil, err
+	}
+	m.last, m.fetched = issuer, time.Now()
+	return issuer, nil
+}
+
+func (m *managementIssuer) read(ctx context.Context) (*render.ManagementIssuer, error) {
 	discovery, err := m.client.Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
 	if err != nil {
 		return nil, readFailed("its issuer discovery document", err)
@@ -73,8 +89,7 @@ func (m *managementIssuer) ManagementIssuer(ctx context.Context) (*render.Manage
 	if err := json.Unmarshal(keys, &set); err != nil || len(set.Keys) == 0 {
 		return nil, errors.New("the management cluster's API server serves no service account keys at /openid/v1/jwks")
 	}
-	m.last, m.fetched = &render.ManagementIssuer{URL: doc.Issuer, Algorithms: doc.Algorithms, Keys: keys}, time.Now()
-	return m.last, nil
+	return &render.ManagementIssuer{URL: doc.Issuer, Algorithms: doc.Algorithms, Keys: keys}, nil
 }
 
 // readFailed tells why what of the management cluster's API server could
@@ -90,7 +105,8 @@ func readFailed(what string, err error) error {
 
 // observeManagementIssuer reads the management cluster's issuer for a
 // control plane that accepts its service accounts. While it cannot be read,
-// or cannot serve, the API servers keep running as they are.
+// or cannot serve, the API servers keep running as they are, and the
+// authentication configuration leaves the authenticator out.
 func (r *Reconciler) observeManagementIssuer(ctx context.Context, cp *v1alpha1.HostedControlPlane, in render.Input, o *render.Observed) (readiness.Outcome, bool) {
 	if cp.Spec.ManagementServiceAccounts == nil {
 		return readiness.Outcome{}, false
@@ -101,6 +117,8 @@ func (r *Reconciler) observeManagementIssuer(ctx context.Context, cp *v1alpha1.H
 	}
 	o.ManagementIssuer = issuer
 	if err := components.CheckManagementIssuer(in.With(*o)); err != nil {
+		// Rendered, it would keep restarted API servers from starting.
+		o.ManagementIssuer = nil
 		return readiness.Problem(v1alpha1.ManagementIssuerUnusableReason, "spec.managementServiceAccounts: %v", err), true
 	}
 	return readiness.Outcome{}, false

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,6 +43,13 @@ func TestManagementIssuerIsReadOncePerRefresh(t *testing.T) {
 	keys = `{"keys":[]}`
 	_, err = NewIssuerSource(dc.RESTClient()).ManagementIssuer(t.Context())
 	assert.EqualError(t, err, "the management cluster's API server serves no service account keys at /openid/v1/jwks")
+
+	// Past the refresh, a failure keeps what was read before.
+	source.(*managementIssuer).fetched = time.Now().Add(-2 * issuerRefresh)
+	again, err := source.ManagementIssuer(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, got, again)
+	assert.Equal(t, int32(3), asked.Load(), "the first source asked twice, the other once")
 }
 
 // A management API server that cannot be reached is told without its
