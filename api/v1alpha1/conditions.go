@@ -83,6 +83,12 @@ const HostnameConflictReason = "HostnameConflict"
 // API servers keep running the spec before it.
 const MountNotFoundReason = "MountNotFound"
 
+// ManagementIssuerUnusableReason on APIServerReady: spec.managementServiceAccounts is set and
+// the management cluster's service account issuer cannot be read, or the
+// API servers could not verify its tokens (it is their own issuer too);
+// the API servers keep running as they are.
+const ManagementIssuerUnusableReason = "ManagementIssuerUnusable"
+
 // BackupReadyCondition: the last etcd snapshot that spec.etcd.backup asks
 // for was stored and verified. It never affects Available.
 const BackupReadyCondition = "BackupReady"

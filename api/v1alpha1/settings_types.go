@@ -119,6 +119,35 @@ type ControlPlaneSettings struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	ServiceAccountIssuer string `json:"serviceAccountIssuer,omitempty"`
+
+	// managementServiceAccounts, when set, lets service accounts of the
+	// management cluster reach the workload cluster's API server with a
+	// token requested for it (kubectl create token <name> -n <namespace>
+	// --audience=controlplane.cluster.x-k8s.io/<namespace of the
+	// control plane>/<cluster>), so that platform automation needs no
+	// kubeconfig of its own. Such a token's user is
+	// management-cluster:system:serviceaccount:<namespace>:<name>, in the
+	// group management-cluster:system:serviceaccounts:<namespace> (and
+	// system:authenticated), with no permission until an RBAC binding in
+	// the workload cluster grants one. Off unless set; setting or removing
+	// it rolls the API servers, one at a time (a sidecar beside each serves
+	// them the management cluster's public keys).
+	// +optional
+	ManagementServiceAccounts *ManagementServiceAccounts `json:"managementServiceAccounts,omitempty"`
+}
+
+// ManagementServiceAccounts are the service accounts of the management
+// cluster whose tokens the workload cluster's API server accepts.
+type ManagementServiceAccounts struct {
+	// namespaces of the management cluster whose service accounts are
+	// accepted; only the control plane's own namespace when empty. Tokens
+	// of service accounts of any other namespace are refused, whatever
+	// their audience.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // OIDCProvider is one JSON Web Token authenticator of the API server.

@@ -45,31 +45,35 @@ type command interface {
 	run(ctx context.Context, log *slog.Logger) error
 }
 
-const usage = `usage: tunnel server|node [flags]
+const usage = `usage: tunnel server|node|keys [flags]
 
   server  the sidecar beside kube-apiserver: ends the nodes' outer TLS and
           forwards what it carries to the API server
   node    the proxy on every worker: carries connections to the node-local
           address through the Gateway to the tenant's sidecar
+  keys    the sidecar beside kube-apiserver that serves it the management
+          cluster's service account issuer keys
 
-Run "tunnel server -h" or "tunnel node -h" for the flags.
+Run "tunnel server -h", "tunnel node -h" or "tunnel keys -h" for the flags.
 `
 
 func parse(args []string, out io.Writer) (command, error) {
 	if len(args) == 0 {
 		_, _ = io.WriteString(out, usage)
-		return nil, errors.New("name a command: server or node")
+		return nil, errors.New("name a command: server, node or keys")
 	}
 	switch args[0] {
 	case "server":
 		return parseServer(args[1:], out)
 	case "node":
 		return parseNode(args[1:], out)
+	case "keys":
+		return parseKeys(args[1:], out)
 	case "-h", "-help", "--help", "help":
 		_, _ = io.WriteString(out, usage)
 		return nil, flag.ErrHelp
 	}
-	return nil, fmt.Errorf("unknown command %q: want server or node", args[0])
+	return nil, fmt.Errorf("unknown command %q: want server, node or keys", args[0])
 }
 
 type serverCommand struct {
@@ -106,6 +110,7 @@ type nodeCommand struct {
 	address                                netip.Addr
 	port                                   uint16
 	device, upstream, caFile, healthListen string
+	direct                                 bool
 }
 
 // healthPort serves the node's /healthz and /readyz on its address.
@@ -119,6 +124,7 @@ func parseNode(args []string, out io.Writer) (command, error) {
 	fs.UintVar(&port, "port", contract.NodeTunnelPort, "`port` to listen on at --address")
 	fs.StringVar(&c.device, "device", contract.NodeTunnelDevice, "network device holding --address: created as a dummy device when missing (on lo instead where the kernel has no dummy driver), used as it is when present; left in place on exit")
 	fs.StringVar(&c.upstream, "upstream", "", "kas-tunnel.<cluster>.<namespace>.<domain>:443, dialed by name through the node's resolver; the name is the outer SNI and what the sidecar's certificate must be valid for (required)")
+	fs.BoolVar(&c.direct, "direct", false, "--upstream is the API server itself behind the tenant's own load balancer, which needs no SNI: forward connections as they are, without an outer TLS (readiness still checks the API server's certificate for the name)")
 	fs.StringVar(&c.caFile, "ca-file", "/etc/kubernetes/pki/ca.crt", "the cluster CA the sidecar's certificate must be signed by, read again when it changes")
 	fs.StringVar(&c.healthListen, "health-listen", "", "`address` of /healthz (listening) and /readyz (an outer TLS handshake with the sidecar succeeds) (default <address>:"+healthPort+")")
 	if err := parseFlags(fs, args); err != nil {
@@ -153,13 +159,43 @@ func (c nodeCommand) run(ctx context.Context, log *slog.Logger) error {
 	if device != c.device {
 		log.Warn("this kernel has no dummy network device driver: the address is on "+device+" instead", "device", c.device)
 	}
-	n, err := tunnel.NewNode(c.upstream, c.caFile, log)
+	n, err := tunnel.NewNode(c.upstream, c.caFile, c.direct, log)
 	if err != nil {
 		return err
 	}
 	listen := netip.AddrPortFrom(c.address, c.port).String()
 	log.Info("serving", "listen", listen, "device", device, "upstream", c.upstream, "healthListen", c.healthListen)
 	return tunnel.Run(ctx, n, listen, c.healthListen)
+}
+
+type keysCommand struct {
+	listen, discoveryFile, keysFile, certFile, keyFile string
+}
+
+func parseKeys(args []string, out io.Writer) (command, error) {
+	var c keysCommand
+	fs := flagSet("keys", out)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:"+strconv.Itoa(contract.ManagementKeysPort), "`address` to serve on, loopback: only the API server beside it reads the keys here")
+	fs.StringVar(&c.discoveryFile, "discovery-file", "", "discovery document served at /.well-known/openid-configuration, read at every request (required)")
+	fs.StringVar(&c.keysFile, "keys-file", "", "JSON Web Key Set served at /openid/v1/jwks, read at every request (required)")
+	fs.StringVar(&c.certFile, "cert-file", "", "serving certificate, valid for the --listen address, read again when it changes (required)")
+	fs.StringVar(&c.keyFile, "key-file", "", "private key of --cert-file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if c.discoveryFile == "" || c.keysFile == "" || c.certFile == "" || c.keyFile == "" {
+		return nil, errors.New("--discovery-file, --keys-file, --cert-file and --key-file are required")
+	}
+	return c, nil
+}
+
+func (c keysCommand) run(ctx context.Context, log *slog.Logger) error {
+	k, err := tunnel.NewKeys(c.discoveryFile, c.keysFile, c.certFile, c.keyFile, log)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "listen", c.listen)
+	return k.Run(ctx, c.listen)
 }
 
 func flagSet(name string, out io.Writer) *flag.FlagSet {

@@ -50,7 +50,12 @@ func TestParse(t *testing.T) {
 				upstream: "kas-tunnel.a.ns.example.test:443", caFile: "/etc/kubernetes/pki/ca.crt", healthListen: ":9000",
 			},
 		},
-		{args: nil, failed: "name a command: server or node"},
+		{
+			args: []string{"keys", "--discovery-file=/d", "--keys-file=/k", "--cert-file=/c", "--key-file=/p"},
+			want: keysCommand{listen: "127.0.0.1:6446", discoveryFile: "/d", keysFile: "/k", certFile: "/c", keyFile: "/p"},
+		},
+		{args: []string{"keys", "--discovery-file=/d"}, failed: "--discovery-file, --keys-file, --cert-file and --key-file are required"},
+		{args: nil, failed: "name a command: server, node or keys"},
 		{args: []string{"proxy"}, failed: `unknown command "proxy"`},
 		{args: []string{"server"}, failed: "--cert-file and --key-file are required"},
 		{args: []string{"server", "--cert-file=a", "--key-file=b", "extra"}, failed: `unexpected arguments ["extra"]`},

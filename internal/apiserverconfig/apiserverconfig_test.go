@@ -28,7 +28,7 @@ var providers = map[string]v1alpha1.OIDCProvider{
 // The file decodes strictly, as the API server decodes it, and passes the
 // API server's validation; its authenticators come in issuer order.
 func TestAuthenticationLoadsAsTheAPIServerLoadsIt(t *testing.T) {
-	data, err := AuthenticationYAML(providers)
+	data, err := AuthenticationYAML(providers, nil)
 	require.NoError(t, err)
 	decoded := &apiserver.AuthenticationConfiguration{}
 	_, gvk, err := serializer.NewCodecFactory(authnScheme, serializer.EnableStrict).UniversalDecoder().Decode(data, nil, decoded)
@@ -42,6 +42,34 @@ func TestAuthenticationLoadsAsTheAPIServerLoadsIt(t *testing.T) {
 	assert.Equal(t, `"oidc:" + claims.sub`, sso.ClaimMappings.Username.Expression)
 	assert.Equal(t, "claims.groups", sso.ClaimMappings.Groups.Expression)
 	assert.Equal(t, "email must be verified", sso.ClaimValidationRules[0].Message)
+}
+
+// With the management cluster's service accounts, their authenticator
+// comes last and loads, and every OIDC provider refuses their prefix; it
+// cannot be the API server's own issuer.
+func TestManagementAuthenticatorLoads(t *testing.T) {
+	m := &Management{
+		Issuer: "https://management.example.com", DiscoveryURL: "https://127.0.0.1:6446/.well-known/openid-configuration",
+		Audience: "controlplane.cluster.x-k8s.io/team-a/demo", Namespaces: []string{"capi-system", "team-a"},
+	}
+	data, err := AuthenticationYAML(providers, m)
+	require.NoError(t, err)
+	decoded := &apiserver.AuthenticationConfiguration{}
+	_, _, err = serializer.NewCodecFactory(authnScheme, serializer.EnableStrict).UniversalDecoder().Decode(data, nil, decoded)
+	require.NoError(t, err, string(data))
+	assert.Empty(t, validation.ValidateAuthenticationConfiguration(authenticationcel.NewDefaultCompiler(), decoded, nil))
+	require.Len(t, decoded.JWT, 3)
+	for _, oidc := range decoded.JWT[:2] {
+		require.Len(t, oidc.UserValidationRules, 1, oidc.Issuer.URL)
+		assert.Contains(t, oidc.UserValidationRules[0].Expression, `"management-cluster:"`)
+	}
+	mgmt := decoded.JWT[2]
+	assert.Equal(t, []string{"controlplane.cluster.x-k8s.io/team-a/demo"}, mgmt.Issuer.Audiences)
+	assert.Equal(t, `claims["kubernetes.io"].namespace in ["capi-system", "team-a"]`, mgmt.ClaimValidationRules[0].Expression)
+	assert.Equal(t, `"management-cluster:" + claims.sub`, mgmt.ClaimMappings.Username.Expression)
+
+	require.NoError(t, CheckManagement(m, []string{"https://kubernetes.default.svc.cluster.local"}))
+	require.ErrorContains(t, CheckManagement(m, []string{"https://management.example.com"}), "must not overlap with disallowed issuers")
 }
 
 func TestValidProvidersPass(t *testing.T) {

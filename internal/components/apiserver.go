@@ -102,7 +102,7 @@ func apiServerSANs(in render.Input) []string {
 	if ip := in.KubernetesServiceIP(); ip != nil {
 		sans = append(sans, ip.String())
 	}
-	if in.Listener != nil {
+	if _, _, tunnelled := tunnelUpstream(in); tunnelled {
 		// The kubernetes Service's endpoint on every node (see KubernetesService).
 		sans = append(sans, contract.NodeLocalAddress)
 	}
@@ -269,12 +269,12 @@ func apiServerArgs(in render.Input) []string {
 		"secure-port":                        strconv.Itoa(contract.APIServerPort),
 		"shutdown-delay-duration":            apiServerShutdownDelay.String(),
 		"shutdown-send-retry-after":          "true",
-		"service-account-issuer":             "https://kubernetes.default.svc." + in.ClusterDomain(),
+		"service-account-issuer":             inClusterIssuer(in),
 		// Without it the discovery document names the keys at the API
 		// server's pod address, which pods of the workload cluster can
 		// neither reach nor trust (the conformance suite's issuer discovery
 		// test fetched them there); the issuer's own address they can.
-		"service-account-jwks-uri":         "https://kubernetes.default.svc." + in.ClusterDomain() + "/openid/v1/jwks",
+		"service-account-jwks-uri":         inClusterIssuer(in) + "/openid/v1/jwks",
 		"service-account-key-file":         pki + "/sa/tls.key",
 		"service-account-signing-key-file": pki + "/sa/tls.key",
 		"service-cluster-ip-range":         in.ServiceCIDR(),
@@ -285,6 +285,12 @@ func apiServerArgs(in render.Input) []string {
 	flags := render.Values(defaults)
 	serviceAccountIssuerArgs(in, flags)
 	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args)
+}
+
+// inClusterIssuer is the issuer of the workload cluster's service account
+// tokens that its pods reach, kubernetes.default.
+func inClusterIssuer(in render.Input) string {
+	return "https://kubernetes.default.svc." + in.ClusterDomain()
 }
 
 // serviceAccountIssuerArgs point the API server at spec.serviceAccountIssuer:
@@ -336,6 +342,9 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	pod.Containers = []corev1.Container{api, konn}
 	if in.Listener != nil {
 		pod.Containers = append(pod.Containers, tunnelServer{}.container(in, &pod))
+	}
+	if in.ControlPlane.Spec.ManagementServiceAccounts != nil {
+		pod.Containers = append(pod.Containers, managementKeys(in))
 	}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)

@@ -16,6 +16,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 // Two API servers or more drain one at a time; a single one has no budget,
@@ -119,4 +120,21 @@ func TestWhatRollsTheAPIServers(t *testing.T) {
 
 	none := goldenCases[1].input(t)
 	assert.NotContains(t, template(none), MountsHashAnnotation, "no mounts, no new annotation: such control planes do not roll on upgrade")
+}
+
+// The management cluster's issuer cannot be one of the API servers' own:
+// they would refuse the authentication configuration.
+func TestManagementIssuerMustNotBeTheClustersOwn(t *testing.T) {
+	in := goldenCases[0].input(t)
+	ca, err := pkitest.NewCA("cluster-ca")
+	require.NoError(t, err)
+	observed := in.Observed
+	observed.ClusterCA = ca.CertPEM()
+	in = in.With(observed)
+	require.NoError(t, CheckManagementIssuer(in))
+	for _, own := range []string{"https://kubernetes.default.svc.cluster.local", in.ControlPlane.Spec.ServiceAccountIssuer} {
+		observed := in.Observed
+		observed.ManagementIssuer = &render.ManagementIssuer{URL: own, Keys: []byte(`{"keys":[]}`)}
+		assert.ErrorContains(t, CheckManagementIssuer(in.With(observed)), "is also this cluster's own", own)
+	}
 }

@@ -1,9 +1,12 @@
 package components
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,18 +31,100 @@ const MountsHashAnnotation = "controlplane.cluster.x-k8s.io/mounts-hash"
 func authenticationName(in render.Input) string { return in.Name("authentication") }
 func auditName(in render.Input) string          { return in.Name("audit") }
 
+// authenticates is whether the API server reads an
+// AuthenticationConfiguration: with OIDC providers or the management
+// cluster's service accounts.
+func authenticates(in render.Input) bool {
+	spec := in.ControlPlane.Spec
+	return len(spec.OIDCProviders) > 0 || spec.ManagementServiceAccounts != nil
+}
+
 // authenticationConfig is the Secret with the API server's
-// AuthenticationConfiguration, when the spec names OIDC providers.
+// AuthenticationConfiguration and, for the management cluster's service
+// accounts, the discovery document and keys their sidecar serves.
 func authenticationConfig(in render.Input) (*corev1.Secret, error) {
-	providers := in.ControlPlane.Spec.OIDCProviders
-	if len(providers) == 0 {
+	if !authenticates(in) {
 		return nil, nil
 	}
-	data, err := apiserverconfig.AuthenticationYAML(providers)
+	management := managementAuthenticator(in)
+	data, err := apiserverconfig.AuthenticationYAML(in.ControlPlane.Spec.OIDCProviders, management)
 	if err != nil {
 		return nil, err
 	}
-	return configSecret(in, authenticationName(in), contract.AuthenticationConfigFile, data), nil
+	secret := configSecret(in, authenticationName(in), contract.AuthenticationConfigFile, data)
+	if management != nil {
+		discovery, err := managementDiscovery(in.ManagementIssuer)
+		if err != nil {
+			return nil, err
+		}
+		secret.Data[contract.ManagementDiscoveryFile] = discovery
+		secret.Data[contract.ManagementKeysFile] = in.ManagementIssuer.Keys
+	}
+	return secret, nil
+}
+
+// managementKeysURL is where the sidecar beside each API server serves it
+// the management cluster's discovery document and keys.
+var managementKeysURL = "https://127.0.0.1:" + strconv.Itoa(contract.ManagementKeysPort)
+
+// managementAuthenticator is the authenticator of the management
+// cluster's service accounts, once the controller has read its issuer and
+// the cluster CA (which verifies the sidecar, serving with the API
+// server's certificate); nil before, or when the spec does not ask for it.
+func managementAuthenticator(in render.Input) *apiserverconfig.Management {
+	accounts := in.ControlPlane.Spec.ManagementServiceAccounts
+	if accounts == nil || in.ManagementIssuer == nil || len(in.ClusterCA) == 0 {
+		return nil
+	}
+	namespaces := accounts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{in.Namespace()}
+	}
+	return &apiserverconfig.Management{
+		Issuer:               in.ManagementIssuer.URL,
+		DiscoveryURL:         managementKeysURL + "/.well-known/openid-configuration",
+		CertificateAuthority: string(in.ClusterCA),
+		Audience:             contract.ManagementAudience(in.Namespace(), in.ClusterName()),
+		Namespaces:           namespaces,
+	}
+}
+
+// CheckManagementIssuer is why the API servers would refuse the
+// authenticator of the management cluster's service accounts, or nil: its
+// issuer is one of their own (both clusters on
+// https://kubernetes.default.svc.cluster.local, say), whose tokens they
+// verify with their own keys.
+func CheckManagementIssuer(in render.Input) error {
+	m := managementAuthenticator(in)
+	if m == nil {
+		return nil
+	}
+	own := []string{inClusterIssuer(in)}
+	if issuer := in.ControlPlane.Spec.ServiceAccountIssuer; issuer != "" {
+		own = append(own, issuer)
+	}
+	if slices.Contains(own, m.Issuer) {
+		return fmt.Errorf("the management cluster's service account issuer %s is also this cluster's own (%s): the API servers cannot tell its tokens apart; "+
+			"give the management cluster's API server another --service-account-issuer (first, keeping the old one after it) or the Cluster another spec.clusterNetwork.serviceDomain",
+			m.Issuer, strings.Join(own, ", "))
+	}
+	return apiserverconfig.CheckManagement(m, own)
+}
+
+// managementDiscovery is the discovery document of the management
+// cluster's issuer as the sidecar serves it: its keys are the sidecar's.
+func managementDiscovery(issuer *render.ManagementIssuer) ([]byte, error) {
+	data, err := json.Marshal(struct {
+		Issuer        string   `json:"issuer"`
+		JWKSURI       string   `json:"jwks_uri"`
+		ResponseTypes []string `json:"response_types_supported"`
+		SubjectTypes  []string `json:"subject_types_supported"`
+		Algorithms    []string `json:"id_token_signing_alg_values_supported"`
+	}{issuer.URL, managementKeysURL + "/openid/v1/jwks", []string{"id_token"}, []string{"public"}, issuer.Algorithms})
+	if err != nil {
+		return nil, fmt.Errorf("encode the management cluster's discovery document: %w", err)
+	}
+	return data, nil
 }
 
 // auditPolicy is the Secret with the API server's audit policy, when the
@@ -80,7 +165,7 @@ func configSecret(in render.Input, name, key string, data []byte) *corev1.Secret
 // of the spec.
 func apiServerFileArgs(in render.Input, args map[string]string) {
 	spec := in.ControlPlane.Spec
-	if len(spec.OIDCProviders) > 0 {
+	if authenticates(in) {
 		args["authentication-config"] = contract.APIServerAuthenticationDir + "/" + contract.AuthenticationConfigFile
 	}
 	if audit := spec.Deployment.APIServer.Audit; audit != nil {
@@ -104,7 +189,7 @@ func apiServerFileArgs(in render.Input, args map[string]string) {
 // digests. Mounts are digested apart (MountsHashAnnotation).
 func mountAPIServerFiles(in render.Input, pod *corev1.PodSpec, api *corev1.Container) {
 	spec := in.ControlPlane.Spec
-	if len(spec.OIDCProviders) > 0 {
+	if authenticates(in) {
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "authentication", VolumeSource: corev1.VolumeSource{
 			Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{
@@ -155,4 +240,28 @@ func MountSource(m v1alpha1.Mount) string {
 		return "Secret " + m.Secret.SecretName
 	}
 	return "nothing"
+}
+
+// managementKeys is the sidecar that serves the API server beside it,
+// on loopback, the management cluster's discovery document and keys from
+// the authentication Secret (which the kubelet updates in place, and the
+// sidecar reads at every request), with the API server's own serving
+// certificate: so the API servers verify the management cluster's tokens
+// without a way to its API server, which their network policy keeps
+// closed.
+func managementKeys(in render.Input) corev1.Container {
+	auth, pki := contract.APIServerAuthenticationDir, contract.APIServerPKIDir+"/apiserver"
+	c := render.Container("management-keys", in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
+		"keys",
+		"--listen=127.0.0.1:" + strconv.Itoa(contract.ManagementKeysPort),
+		"--discovery-file=" + auth + "/" + contract.ManagementDiscoveryFile,
+		"--keys-file=" + auth + "/" + contract.ManagementKeysFile,
+		"--cert-file=" + pki + "/tls.crt",
+		"--key-file=" + pki + "/tls.key",
+	})
+	c.VolumeMounts = []corev1.VolumeMount{
+		{Name: "authentication", MountPath: auth, ReadOnly: true},
+		{Name: "apiserver", MountPath: pki, ReadOnly: true},
+	}
+	return c
 }

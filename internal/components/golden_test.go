@@ -53,6 +53,7 @@ var goldenCases = []goldenCase{
 		cp: func(cp *v1alpha1.HostedControlPlane) {
 			cp.Spec.Gateway = &v1alpha1.GatewayReference{Name: "capi", Namespace: "capi-system"}
 			cp.Spec.ServiceAccountIssuer = "https://demo.default.k8s.example.com"
+			cp.Spec.ManagementServiceAccounts = &v1alpha1.ManagementServiceAccounts{Namespaces: []string{"capi-system", "default"}}
 			cp.Spec.OIDCProviders = map[string]v1alpha1.OIDCProvider{
 				"https://sso.example.com": {
 					Audiences:            []string{"demo"},
@@ -165,6 +166,11 @@ func (c goldenCase) input(t testing.TB) render.Input {
 		ClusterCA:     []byte("cluster CA"),
 		Cilium:        c.cilium,
 		MountDigests:  map[string]string{"admission": "m1", "authz": "m2"},
+	}
+	if cp.Spec.ManagementServiceAccounts != nil {
+		observed.ManagementIssuer = &render.ManagementIssuer{
+			URL: "https://management.example.com", Algorithms: []string{"RS256"}, Keys: []byte(`{"keys":[{"kid":"k1"}]}`),
+		}
 	}
 	if audit := cp.Spec.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil {
 		observed.AuditWebhookToken = []byte("audit token")

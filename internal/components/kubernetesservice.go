@@ -34,6 +34,7 @@ const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 //
 //   - with an IP endpoint (a LoadBalancer, a node port, a ClusterIP the user
 //     routes), the endpoint itself;
+//
 //   - in gateway mode, where one Gateway serves every tenant by SNI and a pod
 //     dialling an address sends none, contract.NodeLocalAddress, where a
 //     hostNetwork DaemonSet (cmd/tunnel node) listens on every node. kube-proxy
@@ -43,9 +44,13 @@ const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 //     the sidecar beside each API server unwraps it (see tunnelServer). The
 //     pod's own TLS runs inside, end to end with the API server.
 //
-// An endpoint that is a name outside gateway mode (a load balancer with a
-// hostname) or an address the API refuses as an endpoint (loopback,
-// link-local) gives none: KubernetesService renders no objects.
+//   - with an endpoint that is a name (a load balancer that gives a
+//     hostname, as AWS's do, or a ClusterIP endpoint given as a name), the
+//     same node-local address and DaemonSet, which forwards each
+//     connection to that name as it is (tunnelUpstream).
+//
+// An address the API refuses as an endpoint (loopback, link-local) gives
+// none: KubernetesService renders no objects.
 type KubernetesService struct{}
 
 // Name names its golden file.
@@ -56,10 +61,10 @@ func (KubernetesService) Condition() string { return v1alpha1.KubernetesServiceR
 
 // Render renders the EndpointSlice and, in gateway mode, the tunnel.
 func (KubernetesService) Render(in render.Input) ([]client.Object, error) {
-	if in.Listener != nil {
+	if upstream, direct, ok := tunnelUpstream(in); ok {
 		return []client.Object{
 			kubernetesEndpointSlice(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
-			tunnelDaemonSet(in),
+			tunnelDaemonSet(in, upstream, direct),
 		}, nil
 	}
 	ip := net.ParseIP(in.Endpoint.Host)
@@ -69,14 +74,30 @@ func (KubernetesService) Render(in render.Input) ([]client.Object, error) {
 	return []client.Object{kubernetesEndpointSlice(ip, in.Endpoint.Port)}, nil
 }
 
+// tunnelUpstream is where the nodes' tunnel carries the kubernetes Service,
+// when it does: in gateway mode the tunnel's hostname on the Gateway,
+// wrapped in an outer TLS for its SNI; with an endpoint that is a name (a
+// load balancer that gives a hostname, as AWS's do, or a ClusterIP
+// endpoint given as a name) the endpoint itself, which leads to this
+// tenant's API servers alone and so needs no SNI: direct, without the outer
+// TLS.
+func tunnelUpstream(in render.Input) (upstream string, direct, ok bool) {
+	switch {
+	case in.Listener != nil:
+		return net.JoinHostPort(tunnelHost(in), strconv.Itoa(int(in.Listener.Port))), false, true
+	case in.Endpoint.Host != "" && in.Endpoint.Port != 0 && net.ParseIP(in.Endpoint.Host) == nil:
+		return net.JoinHostPort(in.Endpoint.Host, strconv.Itoa(int(in.Endpoint.Port))), true, true
+	}
+	return "", false, false
+}
+
 // Ready is rolled out, and a problem when there is nothing to roll out
 // because no EndpointSlice can hold the endpoint.
 func (KubernetesService) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
 	if len(applied.Objects) == 0 {
 		return readiness.Problem(v1alpha1.NoServiceEndpointReason,
-			"the endpoint's host is a name, or an address an EndpointSlice cannot hold (loopback, link-local), and kube-proxy leads "+
-				"Services to addresses only: pods cannot reach the API server through the kubernetes Service; use a load balancer "+
-				"that gives an address, a node port, or spec.gateway, whose tunnel carries the Service"), nil
+			"the endpoint's host is an address an EndpointSlice cannot hold (loopback, link-local): pods cannot reach the API server "+
+				"through the kubernetes Service; use a load balancer, a node port or an endpoint the workload cluster reaches, or spec.gateway"), nil
 	}
 	out, err := rolledOut(ctx, c, applied)
 	if err != nil || !out.Done {
@@ -119,22 +140,26 @@ func kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
 // resolves through the node's resolver), no service account token, every
 // taint tolerated. It runs as root with only NET_ADMIN, which it needs to put
 // contract.NodeLocalAddress on a dummy device of its own.
-func tunnelDaemonSet(in render.Input) *appsv1.DaemonSet {
+func tunnelDaemonSet(in render.Input, upstream string, direct bool) *appsv1.DaemonSet {
 	selector := map[string]string{k8sAppLabel: KubernetesTunnelName}
 	health := func(path string, failures int32) *corev1.Probe {
 		p := render.Probe(path, contract.NodeTunnelHealthPort, corev1.URISchemeHTTP, failures)
 		p.HTTPGet.Host = contract.NodeLocalAddress
 		return p
 	}
-	c := render.Container(KubernetesTunnelName, in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", []string{
+	args := []string{
 		"node",
 		"--address=" + contract.NodeLocalAddress,
 		"--port=" + strconv.Itoa(contract.NodeTunnelPort),
 		"--device=" + contract.NodeTunnelDevice,
-		"--upstream=" + net.JoinHostPort(tunnelHost(in), strconv.Itoa(int(in.Listener.Port))),
+		"--upstream=" + upstream,
 		"--ca-file=" + nodeCAFile,
 		"--health-listen=" + net.JoinHostPort(contract.NodeLocalAddress, strconv.Itoa(contract.NodeTunnelHealthPort)),
-	})
+	}
+	if direct {
+		args = append(args, "--direct")
+	}
+	c := render.Container(KubernetesTunnelName, in.Settings.TunnelImage, v1alpha1.Container{}, "/tunnel", args)
 	c.SecurityContext.RunAsNonRoot = ptr.To(false)
 	c.SecurityContext.RunAsUser = ptr.To[int64](0)
 	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}

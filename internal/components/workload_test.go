@@ -74,14 +74,14 @@ func findObject[T client.Object](t *testing.T, objs []client.Object, name string
 }
 
 // The kubernetes Service's endpoint is the API server's address where it has
-// one, the node-local tunnel in gateway mode, and nothing where no
-// EndpointSlice can hold the endpoint.
+// one, the node-local tunnel in gateway mode and where the endpoint is a
+// name, and nothing where no EndpointSlice can hold the endpoint.
 func TestKubernetesServiceEndpoint(t *testing.T) {
 	gateway := goldenCases[0].input(t)
 	for host, want := range map[string]string{
 		"192.0.2.10":      "192.0.2.10",
 		"2001:db8::10":    "2001:db8::10",
-		"api.example.com": "",
+		"api.example.com": contract.NodeLocalAddress,
 		"127.0.0.1":       "",
 		"169.254.10.1":    "",
 		"0.0.0.0":         "",
@@ -97,6 +97,12 @@ func TestKubernetesServiceEndpoint(t *testing.T) {
 		slice := findObject[*discoveryv1.EndpointSlice](t, objs, "kubernetes")
 		assert.Equal(t, []string{want}, slice.Endpoints[0].Addresses, host)
 		assert.Equal(t, int32(6443), *slice.Ports[0].Port, host)
+		if want == contract.NodeLocalAddress {
+			// A load balancer's name: the nodes forward to it as it is.
+			args := findObject[*appsv1.DaemonSet](t, objs, KubernetesTunnelName).Spec.Template.Spec.Containers[0].Args
+			assert.Contains(t, args, "--upstream=api.example.com:6443")
+			assert.Contains(t, args, "--direct")
+		}
 	}
 
 	observed := gateway.Observed

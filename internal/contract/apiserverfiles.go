@@ -28,3 +28,32 @@ const (
 // spec.deployment.apiServer.mounts: prefixed, so that no name a user picks
 // is one of the controller's volumes.
 func APIServerMountVolume(name string) string { return "mount-" + name }
+
+// The management cluster's service accounts (spec.managementServiceAccounts)
+// reach the workload cluster's API server under these names, which no other
+// user or group of it can have: the API servers refuse OIDC identities with
+// the prefix while the authenticator is on.
+const (
+	// ManagementUserPrefix comes before the service account's own user
+	// name (system:serviceaccount:<namespace>:<name>) and group
+	// (system:serviceaccounts:<namespace>).
+	ManagementUserPrefix = "management-cluster:"
+	// ManagementKeysPort is where the sidecar beside each API server serves
+	// it, on loopback only, the management cluster's issuer discovery
+	// document and keys, which the controller copies into the
+	// authentication Secret: the API servers never reach the management
+	// cluster's API server.
+	ManagementKeysPort = 6446
+	// ManagementDiscoveryFile and ManagementKeysFile are the discovery
+	// document and the keys, beside AuthenticationConfigFile.
+	ManagementDiscoveryFile = "management-openid-configuration.json"
+	ManagementKeysFile      = "management-jwks.json"
+)
+
+// ManagementAudience is the audience a management cluster's service account
+// token must be requested for to reach the workload cluster of cluster in
+// namespace: one per control plane, so that a token for one tenant's
+// cluster is refused by every other.
+func ManagementAudience(namespace, cluster string) string {
+	return "controlplane.cluster.x-k8s.io/" + namespace + "/" + cluster
+}

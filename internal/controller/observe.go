@@ -67,6 +67,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if err != nil {
 		s.held[v1alpha1.CertificatesReadyCondition] = failure(err)
 	}
+	// Checked with the cluster CA, which verifies the sidecar that serves
+	// the keys.
+	if out, held := r.observeManagementIssuer(ctx, s.hcp, in, &o); held {
+		s.held[v1alpha1.APIServerReadyCondition] = out
+	}
 	s.certificates = certs
 	r.observeEncryption(ctx, s, in, &o)
 	s.facts = r.observeFacts(ctx, in)

@@ -60,6 +60,8 @@ type Reconciler struct {
 	prober Prober
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
+	// issuers tells the management cluster's service account issuer.
+	issuers IssuerSource
 	// etcd reaches the hosted etcds, keeping each one's connections across
 	// passes until the control plane is deleted.
 	etcd *etcd.Checker

@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -104,6 +105,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.controller = c
+	if r.issuers == nil {
+		dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return fmt.Errorf("client for the management cluster's issuer: %w", err)
+		}
+		r.issuers = NewIssuerSource(dc.RESTClient())
+	}
 	// Gateways are not ours, so the manager's cache, which holds only what
 	// we label, has none: a cache of their own holds them all. A Gateway
 	// deleted, re-created or with its listeners changed concerns the control

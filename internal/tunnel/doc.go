@@ -58,4 +58,13 @@
 //   - Connections have no idle timeout, as watches stay open for hours: TCP
 //     keepalive finds dead peers, and the Gateway's own idle timeout must
 //     allow long watches.
+//
+// # Beside it
+//
+// The same binary serves two more needs of the same places: with an
+// endpoint that is a name (a load balancer of the tenant's own that gives
+// a hostname), Node forwards to it directly, without the outer TLS, since
+// nothing there routes by SNI (NewNode's direct); and Keys, a sidecar
+// beside kube-apiserver, serves it the management cluster's service
+// account issuer keys on loopback.
 package tunnel

@@ -17,6 +17,7 @@ import (
 type Node struct {
 	upstream string
 	host     string
+	direct   bool
 	roots    *reloaded[*x509.CertPool]
 	log      *slog.Logger
 	drain    time.Duration
@@ -26,7 +27,14 @@ type Node struct {
 // through the Gateway, by name: the name is the outer SNI the Gateway
 // routes by, and what the Server's certificate must be valid for, signed by
 // the CA in caFile (read again when it changes).
-func NewNode(upstream, caFile string, log *slog.Logger) (*Node, error) {
+//
+// With direct, upstream is the API server itself behind a load balancer of
+// the tenant's own (one that gives a name rather than an address, as AWS's
+// do), which needs no SNI to route: connections are forwarded as they are,
+// without an outer TLS, and the pod's own TLS verifies the API server.
+// Readiness still shakes hands with the API server at upstream and checks
+// its certificate for the name, signed by the CA in caFile.
+func NewNode(upstream, caFile string, direct bool, log *slog.Logger) (*Node, error) {
 	host, _, err := net.SplitHostPort(upstream)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -41,13 +49,17 @@ func NewNode(upstream, caFile string, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster CA: %w", err)
 	}
-	return &Node{upstream: upstream, host: host, roots: roots, log: log, drain: drainTimeout}, nil
+	return &Node{upstream: upstream, host: host, direct: direct, roots: roots, log: log, drain: drainTimeout}, nil
 }
 
 // Serve implements End.
 func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
 	return accept(ctx, ln, n.log, n.drain, func(ctx context.Context, conn net.Conn) error {
-		up, err := n.dial(ctx)
+		dial := n.dial
+		if n.direct {
+			dial = n.dialDirect
+		}
+		up, err := dial(ctx)
 		if err != nil {
 			return err
 		}
@@ -57,7 +69,7 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Ready implements End: an outer TLS handshake with the tenant's Server
-// succeeds.
+// succeeds (with direct, a handshake with the API server).
 func (n *Node) Ready(ctx context.Context) error {
 	up, err := n.dial(ctx)
 	if err != nil {
@@ -79,6 +91,16 @@ func (n *Node) dial(ctx context.Context) (net.Conn, error) {
 	up, err := d.DialContext(ctx, "tcp", n.upstream)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel to %s: %w", n.upstream, err)
+	}
+	return up, nil
+}
+
+// dialDirect opens a TCP connection to the API server's load balancer.
+func (n *Node) dialDirect(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAliveConfig: keepAlive}
+	up, err := d.DialContext(ctx, "tcp", n.upstream)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", n.upstream, err)
 	}
 	return up, nil
 }

@@ -179,7 +179,7 @@ func newTunnel(t *testing.T, upstream string, served, ca *pkitest.KeyPair, drain
 	tn.serverAddr, tn.stopServer = serve(t, tn.serverEnd)
 	_, port, err := net.SplitHostPort(tn.serverAddr)
 	require.NoError(t, err)
-	tn.nodeEnd, err = NewNode(net.JoinHostPort(tenantHost, port), filepath.Join(tn.dir, "ca.crt"), tn.node.logger())
+	tn.nodeEnd, err = NewNode(net.JoinHostPort(tenantHost, port), filepath.Join(tn.dir, "ca.crt"), false, tn.node.logger())
 	require.NoError(t, err)
 	tn.nodeEnd.drain = drain
 	tn.addr, tn.stopNode = serve(t, tn.nodeEnd)
@@ -587,4 +587,39 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
+}
+
+// With direct, the node forwards the pod's TLS to the API server behind the
+// tenant's own load balancer, named as the endpoint is, without an outer
+// TLS; it is ready once the API server there proves it holds a certificate
+// of the cluster CA for that name.
+func TestDirectNodeCarriesThePodsTLS(t *testing.T) {
+	p := newPKI(t)
+	p.apiServer = issue(t, p.ca, "kube-apiserver", apiServerName, tenantHost)
+	upstream, _ := apiServer(t, p)
+	_, port, err := net.SplitHostPort(upstream)
+	require.NoError(t, err)
+	dir, log := t.TempDir(), &logs{}
+	writeFiles(t, dir, "ca", p.ca, true)
+	node, err := NewNode(net.JoinHostPort(tenantHost, port), filepath.Join(dir, "ca.crt"), true, log.logger())
+	require.NoError(t, err)
+	require.NoError(t, node.Ready(t.Context()))
+	addr, _ := serve(t, node)
+
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/whoami", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer pod-token")
+	resp, err := podClient(t, p).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "HTTP/2.0 system:serviceaccount:kube-system:coredns Bearer pod-token", string(body))
+
+	other := newPKI(t)
+	untrusted := t.TempDir()
+	writeFiles(t, untrusted, "ca", other.ca, true)
+	stranger, err := NewNode(net.JoinHostPort(tenantHost, port), filepath.Join(untrusted, "ca.crt"), true, log.logger())
+	require.NoError(t, err)
+	assert.Error(t, stranger.Ready(t.Context()), "an API server of another CA is not ready")
 }

@@ -38,9 +38,17 @@ func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) 
 				"is the API server's own service account issuer ("+own.from+"), which it refuses as a JWT issuer"))
 		}
 	}
-	if len(s.OIDCProviders) > 0 {
-		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, "spec.oidcProviders",
+	if from := authenticationFrom(s); from != "" {
+		errs = append(errs, renderedArgs(pod.Child("args"), s.Deployment.APIServer.Args, from,
 			func(flag string) bool { return flag == "authentication-config" || strings.HasPrefix(flag, "oidc-") })...)
+	}
+	if m := s.ManagementServiceAccounts; m != nil {
+		for i, ns := range m.Namespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(spec.Child("managementServiceAccounts", "namespaces").Index(i), ns,
+					"must be a namespace name: "+strings.Join(msgs, "; ")))
+			}
+		}
 	}
 	if audit := s.Deployment.APIServer.Audit; audit != nil {
 		errs = append(errs, validateAudit(pod.Child("audit"), audit)...)
@@ -50,6 +58,18 @@ func validateAPIServerFiles(spec *field.Path, s *v1alpha1.ControlPlaneSettings) 
 			})...)
 	}
 	return append(errs, validateMounts(pod.Child("mounts"), s.Deployment.APIServer.Mounts)...)
+}
+
+// authenticationFrom is the field the API server's authentication
+// configuration is rendered from, or empty.
+func authenticationFrom(s *v1alpha1.ControlPlaneSettings) string {
+	switch {
+	case len(s.OIDCProviders) > 0:
+		return "spec.oidcProviders"
+	case s.ManagementServiceAccounts != nil:
+		return "spec.managementServiceAccounts"
+	}
+	return ""
 }
 
 // validateServiceAccountIssuer checks an issuer URL of the user's choice:

@@ -80,6 +80,14 @@ func TestAPIServerSettingsRefusedNamingTheField(t *testing.T) {
 			`{oidcProviders: {"https://sso.example.com": ` + provider + `}, deployment: {apiServer: {args: {oidc-issuer-url: "https://x"}}}}`,
 			`spec.deployment.apiServer.args[oidc-issuer-url]: Forbidden: set by the controller from spec.oidcProviders`,
 		},
+		"a management namespace that is no namespace name": {
+			`managementServiceAccounts: {namespaces: [capi-system, "Team_A"]}`,
+			`spec.managementServiceAccounts.namespaces[1]: Invalid value: "Team_A": must be a namespace name`,
+		},
+		"an authentication configuration of one's own beside the management service accounts": {
+			`{managementServiceAccounts: {}, deployment: {apiServer: {args: {authentication-config: /etc/authn.yaml}}}}`,
+			`spec.deployment.apiServer.args[authentication-config]: Forbidden: set by the controller from spec.managementServiceAccounts`,
+		},
 		"an audit level that does not exist": {
 			`deployment: {apiServer: {audit: {policy: {rules: [{level: Everything}]}}}}`,
 			`spec.deployment.apiServer.audit.policy.rules[0].level: Unsupported value: "Everything"`,

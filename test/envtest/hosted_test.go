@@ -84,8 +84,13 @@ func runHostedEtcdAt(t *testing.T, ns, cluster, podIP string) *hostedEtcd {
 // listens. It returns the process and the path of its audit log.
 func (h *hostedEtcd) startAPIServer(t *testing.T, port int, drop func(arg string) bool) (*Process, string) {
 	t.Helper()
+	return h.startAPIServerIn(t, t.TempDir(), port, drop)
+}
+
+// startAPIServerIn is startAPIServer with the pod's files under dir.
+func (h *hostedEtcd) startAPIServerIn(t *testing.T, dir string, port int, drop func(arg string) bool) (*Process, string) {
+	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
-	dir := t.TempDir()
 	d := get(t, &appsv1.Deployment{}, h.ns, h.cluster+"-apiserver")
 	pod := d.Spec.Template.Spec
 	var api corev1.Container
@@ -153,8 +158,11 @@ func mountInto(t *testing.T, ns, dir string, volumes []corev1.Volume, c corev1.C
 	t.Helper()
 	secrets := map[string]string{}
 	for _, v := range volumes {
-		if v.Secret != nil {
+		switch {
+		case v.Secret != nil:
 			secrets[v.Name] = v.Secret.SecretName
+		case v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].Secret != nil:
+			secrets[v.Name] = v.Projected.Sources[0].Secret.Name
 		}
 	}
 	replace := []string{"$(POD_IP)", "127.0.0.1"}

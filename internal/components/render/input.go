@@ -76,6 +76,10 @@ type Observed struct {
 	// AuditWebhookToken is the bearer token of the audit webhook target,
 	// read from its Secret where a grant allows it; nil without one.
 	AuditWebhookToken []byte
+	// ManagementIssuer is the management cluster's service account issuer,
+	// read when spec.managementServiceAccounts is set; nil otherwise or
+	// until read.
+	ManagementIssuer *ManagementIssuer
 	// Admin is the admin client certificate the cluster kubeconfig embeds.
 	Admin Credentials
 	// ClusterCA is the cluster CA certificate (PEM) that joining workers pin.
@@ -99,6 +103,18 @@ type Observed struct {
 	// not started for that restore: they must all be gone before the
 	// members start again and restore.
 	EtcdStalePods int
+}
+
+// ManagementIssuer is what the API server of the management cluster
+// serves of its service account issuer.
+type ManagementIssuer struct {
+	// URL is the issuer, the iss claim of its tokens.
+	URL string
+	// Algorithms are the signing algorithms its discovery document names.
+	Algorithms []string
+	// Keys are its public keys, the JSON Web Key Set it serves at
+	// /openid/v1/jwks.
+	Keys []byte
 }
 
 // RouteClaim is a TLSRoute of someone else on the control plane's Gateway
