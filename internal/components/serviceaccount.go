@@ -126,8 +126,11 @@ const maxTokenLifetimeFlag = "service-account-max-token-expiration"
 // account token: what spec.deployment.apiServer.args sets (admission keeps it
 // a duration of at least an hour), or DefaultMaxTokenLifetime.
 func MaxTokenLifetime(in render.Input) time.Duration {
-	if v, ok := in.ControlPlane.Spec.Deployment.APIServer.Args[maxTokenLifetimeFlag]; ok {
-		if d, err := time.ParseDuration(v); err == nil && d >= time.Hour {
+	for name, value := range in.ControlPlane.Spec.Deployment.APIServer.Args {
+		if strings.ReplaceAll(name, "_", "-") != maxTokenLifetimeFlag {
+			continue
+		}
+		if d, err := time.ParseDuration(value); err == nil && d >= time.Hour {
 			return d
 		}
 	}

@@ -234,6 +234,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
 	r.restore(ctx, s)
+	if s.in.ControlPlane != nil {
+		r.rotateServiceAccountKey(ctx, s)
+		r.takeRotations(ctx, s)
+	}
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server
