@@ -32,6 +32,13 @@ const RestoreEtcdAnnotation = "controlplane.cluster.x-k8s.io/restore-etcd"
 // plane of the same name adopts the Secret, and the annotation goes.
 const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-key-kept"
 
+// EncryptionRotationAnnotation on the Secret <cluster>-encryption records a
+// rotation of its keys under way, as status.encryption.rotation shows it
+// (in JSON): the controller writes it with the keys of each phase, in one
+// update, so that the keys the API servers read and the phase never
+// disagree.
+const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-rotation"
+
 // RotateAnnotation, set on a HostedControlPlane to a comma-separated list
 // of keys, asks for each to be rotated: service-account-key (the key that
 // signs service account tokens) and encryption-key (the key that encrypts
@@ -319,6 +326,12 @@ type KeyRotation struct {
 	// startedAt is when the rotation was asked for.
 	// +required
 	StartedAt metav1.Time `json:"startedAt"`
+
+	// key names the new key, for keys that have names (the encryption
+	// key's, as etcd's stored values name it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
 }
 
 // RotationPhase is a phase of a key rotation.
