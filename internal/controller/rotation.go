@@ -35,6 +35,13 @@ func rotationSteps(in render.Input) map[string]string {
 		steps[contract.APIServerComponent] = step
 		steps[contract.ControllerManagerComponent] = step
 	}
+	if r := in.ControlPlane.Status.Encryption.Rotation; r != nil {
+		step := v1alpha1.RotateEncryptionKey + "=" + string(r.Phase)
+		if other := steps[contract.APIServerComponent]; other != "" {
+			step = other + "," + step
+		}
+		steps[contract.APIServerComponent] = step
+	}
 	return steps
 }
 
@@ -80,6 +87,8 @@ func (r *Reconciler) takeRotations(ctx context.Context, s *scope) {
 		switch key {
 		case v1alpha1.RotateServiceAccountKey:
 			r.startServiceAccountKeyRotation(ctx, s)
+		case v1alpha1.RotateEncryptionKey:
+			r.startEncryptionKeyRotation(ctx, s)
 		}
 	}
 }

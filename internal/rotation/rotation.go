@@ -115,3 +115,41 @@ func waitForOldTokens(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now tim
 		"nothing signs with the old key any more; it is trusted until %s, when every token it signed has expired (the API servers' longest token lifetime, %s, after the last one stopped signing with it)",
 		until.UTC().Format(time.RFC3339), o.MaxTokenLifetime)}
 }
+
+// EncryptionObserved is what a pass saw of a rotation of the encryption
+// key.
+type EncryptionObserved struct {
+	// Rolled: every API server pod, terminating ones included, runs with
+	// the configuration the phase wrote, and their Deployment has rolled
+	// out.
+	Rolled bool
+	// Rewritten: every Secret was written again with the new key.
+	Rewritten bool
+}
+
+// EncryptionKey is the step of a rotation of the encryption key in r, from
+// what the pass observed at now. A step into another phase asks the pass to
+// write that phase's configuration (AddKey, Promote and Drop of
+// internal/encryption); one to nil, to record the end.
+func EncryptionKey(r *v1alpha1.KeyRotation, o EncryptionObserved, now time.Time) Step {
+	switch r.Phase {
+	case v1alpha1.DecryptingWithNewKey:
+		if o.Rolled {
+			return Step{Next: enter(r, v1alpha1.EncryptingWithNewKey, now), Message: "every API server decrypts with the new key; they roll to encrypt with it"}
+		}
+		return Step{Next: r, Message: "the API servers roll to decrypt with the new key as well; they still encrypt with the old"}
+	case v1alpha1.EncryptingWithNewKey:
+		switch {
+		case o.Rolled && o.Rewritten:
+			return Step{Next: enter(r, v1alpha1.DroppingOldKey, now), Message: "every Secret is stored with the new key; the API servers roll without the old one"}
+		case o.Rolled:
+			return Step{Next: r, Message: "every API server encrypts with the new key; every Secret is written again with it (EncryptionReady counts them)"}
+		}
+		return Step{Next: r, Message: "the API servers roll to encrypt with the new key; every API server decrypts with both"}
+	default: // DroppingOldKey
+		if o.Rolled {
+			return Step{Message: "the API servers encrypt and decrypt with the new key alone"}
+		}
+		return Step{Next: r, Message: "the API servers roll without the old key; every Secret is stored with the new one"}
+	}
+}

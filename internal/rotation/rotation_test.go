@@ -90,3 +90,35 @@ func TestServiceAccountKeyWaitFollowsTheLifetime(t *testing.T) {
 	require.NotNil(t, step.Next)
 	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase)
 }
+
+// A rotation of the encryption key moves on only once every API server runs
+// the configuration of its phase, and drops the old key only once every
+// Secret was written again with the new one.
+func TestEncryptionKeyPhases(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	r := Start(v1alpha1.DecryptingWithNewKey, t0)
+	r.Key = "key-20261126T050000Z"
+
+	step := EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "not before every API server decrypts with the new key")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true}, t0.Add(2*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.EncryptingWithNewKey, step.Next.Phase)
+	assert.Equal(t, r.Key, step.Next.Key)
+	r = step.Next
+
+	step = EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(3*time.Minute))
+	assert.Equal(t, r, step.Next, "a rewrite counts only once every API server encrypts with the new key")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true}, t0.Add(4*time.Minute))
+	assert.Equal(t, r, step.Next, "not before every Secret was rewritten")
+	assert.Contains(t, step.Message, "EncryptionReady counts them")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true, Rewritten: true}, t0.Add(5*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase)
+	r = step.Next
+
+	step = EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(6*time.Minute))
+	assert.Equal(t, r, step.Next)
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true, Rewritten: true}, t0.Add(7*time.Minute))
+	assert.Nil(t, step.Next, "the rotation ended")
+}
