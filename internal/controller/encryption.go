@@ -192,18 +192,23 @@ func (r *Reconciler) rewriteSecrets(ctx context.Context, s *scope, live client.C
 	}
 	st, after := s.hcp.Status.Encryption, restoredAfter(s.hcp)
 	what := keys.Provider + " key " + keys.Write
+	// A rotation under way says what it does, but while pages are
+	// rewritten.
+	settled := func(out readiness.Outcome) readiness.Outcome {
+		if s.encryptionRotation != nil {
+			return *s.encryptionRotation
+		}
+		return out
+	}
 	if st.RewrittenWith == keys.Write && st.RewrittenAfter == after {
 		r.rewrites.forget(s.hcp.UID)
-		out := readiness.Ready("the API servers encrypt Secrets with " + what + ", and every Secret stored before was rewritten with it")
-		if s.encryptionRotation != nil {
-			out = *s.encryptionRotation
-		}
-		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, out)
+		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Ready(
+			"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it")))
 		return false, nil
 	}
 	if !s.apiServersRolled {
-		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, readiness.Waiting(v1alpha1.WaitingReason,
-			"waiting for every API server to run with %s (APIServerReady) before the Secrets stored before it are rewritten", what))
+		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Waiting(v1alpha1.WaitingReason,
+			"waiting for every API server pod to run with %s (APIServerReady) before the Secrets stored before it are rewritten", what)))
 		return false, nil
 	}
 	rw := r.rewrites.load(s.hcp.UID, keys.Write, after)
@@ -229,8 +234,8 @@ func (r *Reconciler) rewriteSecrets(ctx context.Context, s *scope, live client.C
 	}
 	r.rewrites.forget(s.hcp.UID)
 	s.rewritten = &rw
-	r.record(s.hcp, v1alpha1.EncryptionReadyCondition, readiness.Ready(
-		"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it"))
+	r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Ready(
+		"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it")))
 	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "RewriteSecrets",
 		"every Secret of the workload cluster is stored with %s: %d checked, %d of them written again", what, p.Checked, p.Rewritten)
 	return false, nil

@@ -142,7 +142,7 @@ func TestRewriteRunsOncePerKeyAndRestore(t *testing.T) {
 	c := conditions.Get(hcp, v1alpha1.EncryptionReadyCondition)
 	require.NotNil(t, c)
 	assert.Equal(t, v1alpha1.WaitingReason, c.Reason)
-	assert.Contains(t, c.Message, "waiting for every API server to run with secretbox key key-2")
+	assert.Contains(t, c.Message, "waiting for every API server pod to run with secretbox key key-2")
 	assert.Zero(t, lists)
 
 	// The Deployment rolled out, but a terminating pod of the template

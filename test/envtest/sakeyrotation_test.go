@@ -242,14 +242,23 @@ func restartAPIServer(t *testing.T, etcd *hostedEtcd, running *Process, port int
 // ready, and the Deployments report it.
 func rollPods(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 	t.Helper()
+	rollPodsOf(t, hcp, hcp.Name+"-apiserver", hcp.Name+"-controller-manager")
+}
+
+// rollPodsOf plays the rollout of the named Deployments of the control
+// plane.
+func rollPodsOf(t *testing.T, hcp *v1alpha1.HostedControlPlane, names ...string) {
+	t.Helper()
 	ctx := testContext(t)
-	for _, name := range []string{hcp.Name + "-apiserver", hcp.Name + "-controller-manager"} {
+	for _, name := range names {
 		d := get(t, &appsv1.Deployment{}, hcp.Namespace, name)
 		require.NoError(t, env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(hcp.Namespace),
 			client.MatchingLabels(d.Spec.Selector.MatchLabels), client.GracePeriodSeconds(0)))
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, GenerateName: name + "-", Labels: d.Spec.Template.Labels},
-			Spec:       *d.Spec.Template.Spec.DeepCopy(),
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: hcp.Namespace, GenerateName: name + "-", Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
+			},
+			Spec: *d.Spec.Template.Spec.DeepCopy(),
 		}
 		require.NoError(t, env.Client.Create(ctx, pod))
 		setStatus(t, pod, func(p *corev1.Pod) {
