@@ -53,10 +53,10 @@ func ServiceAccountKeyReplaced(in render.Input) bool {
 func ServiceAccountFlags(in render.Input) (apiServer, controllerManager []string) {
 	verify, sign := ServiceAccountKeys(in)
 	for _, secret := range verify {
-		apiServer = append(apiServer, "--"+saKeyFlag+"="+saKeyFile(in, contract.APIServerPKIDir, secret))
+		apiServer = append(apiServer, "--"+saKeyFlag+"="+saKeyFile(in, secret))
 	}
-	apiServer = append(apiServer, "--"+saSigningFlag+"="+saKeyFile(in, contract.APIServerPKIDir, sign))
-	return apiServer, []string{"--" + saPrivateKeyFlag + "=" + saKeyFile(in, controllerManagerPKIDir, sign)}
+	apiServer = append(apiServer, "--"+saSigningFlag+"="+saKeyFile(in, sign))
+	return apiServer, []string{"--" + saPrivateKeyFlag + "=" + saKeyFile(in, sign)}
 }
 
 // The flags that name service account keys.
@@ -77,21 +77,21 @@ func ServiceAccountKeyFlag(arg string) bool {
 	return false
 }
 
-// controllerManagerPKIDir is where the controller manager mounts the cluster
-// CA and the service account key.
-const controllerManagerPKIDir = "/etc/kubernetes/pki"
+// pkiDir is where the API servers and the controller manager mount their
+// keys.
+const pkiDir = contract.APIServerPKIDir
 
-// saVolume mounts a service account key's Secret under dir.
-func saVolume(in render.Input, secret, dir string) render.SecretVolume {
+// saVolume mounts a service account key's Secret under pkiDir.
+func saVolume(in render.Input, secret string) render.SecretVolume {
 	name := "sa"
 	if secret == in.SANextSecret() {
 		name = "sa-next"
 	}
-	return render.SecretVolume{Name: name, Secret: secret, Path: dir + "/" + name}
+	return render.SecretVolume{Name: name, Secret: secret, Path: pkiDir + "/" + name}
 }
 
-func saKeyFile(in render.Input, dir, secret string) string {
-	return saVolume(in, secret, dir).Path + "/" + corev1.TLSPrivateKeyKey
+func saKeyFile(in render.Input, secret string) string {
+	return saVolume(in, secret).Path + "/" + corev1.TLSPrivateKeyKey
 }
 
 // apiServerSAKeys sets the API server's flags of the service account keys
@@ -101,10 +101,10 @@ func apiServerSAKeys(in render.Input, flags map[string][]string) []render.Secret
 	vols := make([]render.SecretVolume, 0, len(verify))
 	flags[saKeyFlag] = nil
 	for _, secret := range verify {
-		flags[saKeyFlag] = append(flags[saKeyFlag], saKeyFile(in, contract.APIServerPKIDir, secret))
-		vols = append(vols, saVolume(in, secret, contract.APIServerPKIDir))
+		flags[saKeyFlag] = append(flags[saKeyFlag], saKeyFile(in, secret))
+		vols = append(vols, saVolume(in, secret))
 	}
-	flags[saSigningFlag] = []string{saKeyFile(in, contract.APIServerPKIDir, sign)}
+	flags[saSigningFlag] = []string{saKeyFile(in, sign)}
 	return vols
 }
 

@@ -118,7 +118,6 @@ func flagValues(args []string, flag string) []string {
 	return out
 }
 
-
 func filter(args []string, keep func(string) bool) []string {
 	var out []string
 	for _, a := range args {
@@ -139,4 +138,3 @@ func saSecrets(d *appsv1.Deployment) []string {
 	}
 	return out
 }
-

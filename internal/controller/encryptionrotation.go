@@ -134,7 +134,7 @@ func (r *Reconciler) writeEncryptionPhase(ctx context.Context, s *scope, next *v
 		data, err = encryption.Drop(data, next.Key)
 	}
 	if err != nil {
-		return fmt.Errorf("Secret %s, key %s: %w", s.encryptionSecret.Name, contract.EncryptionConfigKey, err)
+		return fmt.Errorf("the keys in Secret %s, key %s: %w", s.encryptionSecret.Name, contract.EncryptionConfigKey, err)
 	}
 	return r.writeEncryptionKeys(ctx, s, data, extra, next)
 }

@@ -108,8 +108,10 @@ func ServiceAccountKey(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now ti
 func waitForOldTokens(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now time.Time) Step {
 	until := r.Since.Add(o.MaxTokenLifetime)
 	if !now.Before(until) {
-		return Step{Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,
-			Message: "every token the old key signed has expired; the new key replaces it in its Secret"}
+		return Step{
+			Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,
+			Message: "every token the old key signed has expired; the new key replaces it in its Secret",
+		}
 	}
 	return Step{Next: r, Wake: until.Sub(now), Message: fmt.Sprintf(
 		"nothing signs with the old key any more; it is trusted until %s, when every token it signed has expired (the API servers' longest token lifetime, %s, after the last one stopped signing with it)",

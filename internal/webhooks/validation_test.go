@@ -740,7 +740,9 @@ func TestCertificateLifetimes(t *testing.T) {
 
 func TestRotateRequest(t *testing.T) {
 	ask := func(value string) func(*v1alpha1.HostedControlPlane) {
-		return func(h *v1alpha1.HostedControlPlane) { h.Annotations = map[string]string{v1alpha1.RotateAnnotation: value} }
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.RotateAnnotation: value}
+		}
 	}
 	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/rotate]"
 	const allowed = "must be a comma-separated list of service-account-key, encryption-key"
@@ -754,7 +756,9 @@ func TestRotateRequest(t *testing.T) {
 
 func TestTokenLifetime(t *testing.T) {
 	set := func(name, value string) func(*v1alpha1.HostedControlPlane) {
-		return func(h *v1alpha1.HostedControlPlane) { h.Spec.Deployment.APIServer.Args = map[string]string{name: value} }
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Args = map[string]string{name: value}
+		}
 	}
 	const path = "spec.deployment.apiServer.args[service-account-max-token-expiration]"
 	checkChanges(t, []change{

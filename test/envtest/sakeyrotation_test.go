@@ -153,7 +153,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	waitFor(t, "the new key's own Secret and Certificate are removed", func() error {
 		for _, obj := range []client.Object{&corev1.Secret{}, &cmv1.Certificate{}} {
 			if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "sakey-sa-next"}, obj); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T sakey-sa-next: %v", obj, err)
+				return fmt.Errorf("%T sakey-sa-next: %w", obj, err)
 			}
 		}
 		return nil
