@@ -35,9 +35,11 @@ func AddKey(data []byte, random io.Reader, now time.Time) ([]byte, string, error
 	if err != nil {
 		return nil, "", err
 	}
+	// Names tell keys apart in etcd: one generated in the same second as
+	// another gets a number.
 	name := KeyName(now)
-	if k, _ := Read(data); slices.Contains(k.Names, name) {
-		return nil, "", fmt.Errorf("a key named %s exists already; rotate again in a second", name)
+	for i := 2; slices.ContainsFunc(*providers, func(p apiserverv1.ProviderConfiguration) bool { return named(p, name) }); i++ {
+		name = fmt.Sprintf("%s-%d", KeyName(now), i)
 	}
 	key := make([]byte, keySize)
 	if _, err := io.ReadFull(random, key); err != nil {
@@ -97,6 +99,20 @@ func secretsProviders(data []byte) (*apiserverv1.EncryptionConfiguration, *[]api
 		}
 	}
 	return nil, nil, ErrInvalid
+}
+
+// named tells whether p holds a key named name.
+func named(p apiserverv1.ProviderConfiguration, name string) bool {
+	var keys []apiserverv1.Key
+	switch {
+	case p.Secretbox != nil:
+		keys = p.Secretbox.Keys
+	case p.AESCBC != nil:
+		keys = p.AESCBC.Keys
+	case p.AESGCM != nil:
+		keys = p.AESGCM.Keys
+	}
+	return slices.ContainsFunc(keys, func(k apiserverv1.Key) bool { return k.Name == name })
 }
 
 // only tells whether p is a secretbox provider of key name alone.

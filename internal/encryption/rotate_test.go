@@ -38,6 +38,9 @@ func TestRotationSteps(t *testing.T) {
 
 	_, err = Drop(added, name)
 	require.ErrorIs(t, err, ErrNotRotating, "not before the new key encrypts")
+	_, same, err := AddKey(first, rand.Reader, t0)
+	require.NoError(t, err)
+	assert.Equal(t, "key-20261125T221000Z-2", same, "a key of the same second gets a number")
 
 	promoted, err := Promote(added, name)
 	require.NoError(t, err)
