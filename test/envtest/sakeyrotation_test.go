@@ -61,7 +61,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = workload.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	oldToken := token(t, workload)
+	oldToken := appToken(t, workload)
 	assert.Equal(t, keyID(t, oldKey), tokenKeyID(t, oldToken))
 	tokenAccepted(t, workload, oldToken)
 
@@ -85,7 +85,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	assert.NotContains(t, get(t, &v1alpha1.HostedControlPlane{}, ns, "sakey").Annotations, v1alpha1.RotateAnnotation, "the request was taken")
 	api = restartAPIServer(t, etcd, api, port)
 	rollPods(t, hcp)
-	assert.Equal(t, keyID(t, oldKey), tokenKeyID(t, token(t, workload)), "still signed with the old key")
+	assert.Equal(t, keyID(t, oldKey), tokenKeyID(t, appToken(t, workload)), "still signed with the old key")
 	tokenAccepted(t, workload, oldToken)
 
 	// SigningWithNewKey.
@@ -101,7 +101,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 		return controllerManagerKey(t, ns, "/etc/kubernetes/pki/sa-next/tls.key")
 	})
 	rollPods(t, hcp)
-	newToken := token(t, workload)
+	newToken := appToken(t, workload)
 	assert.Equal(t, keyID(t, newKey), tokenKeyID(t, newToken), "signed with the new key")
 	tokenAccepted(t, workload, oldToken)
 	tokenAccepted(t, workload, newToken)
@@ -138,7 +138,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	t.Logf("BENCH rotation_sa_key_envtest_s %.1f s (without the day's wait)", time.Since(start).Seconds())
 	tokenRefused(t, workload, oldToken)
 	tokenAccepted(t, workload, newToken)
-	assert.Equal(t, keyID(t, newKey), tokenKeyID(t, token(t, workload)))
+	assert.Equal(t, keyID(t, newKey), tokenKeyID(t, appToken(t, workload)))
 
 	sa := get(t, &corev1.Secret{}, ns, "sakey-sa")
 	waitFor(t, "cert-manager issued the certificate of the new key", func() error {
@@ -278,8 +278,8 @@ func workloadClient(t *testing.T, ns, cluster string) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
-// token is a token of service account app/app.
-func token(t *testing.T, c kubernetes.Interface) string {
+// appToken is a token of service account app/app.
+func appToken(t *testing.T, c kubernetes.Interface) string {
 	t.Helper()
 	tr, err := c.CoreV1().ServiceAccounts("app").CreateToken(testContext(t), "app",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
