@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -76,9 +77,17 @@ func TestEncryptionKeyRotation(t *testing.T) {
 	keys := configuredKeys(t, ns)
 	assert.Equal(t, oldKey, keys.Write, "the old key still encrypts")
 	api = rollAPIServer(t, etcd, api, port, hcp)
-	require.NoError(t, workload.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "while-decrypting"}, Data: map[string][]byte{"password": []byte(planted)},
-	}))
+	// The API server just started: on a busy machine its first handshakes
+	// may time out.
+	waitFor(t, "a Secret written while the new key only decrypts", func() error {
+		err := workload.Create(testContext(t), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "while-decrypting"}, Data: map[string][]byte{"password": []byte(planted)},
+		})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
 
 	waitEncryptionPhase(t, hcp, v1alpha1.EncryptingWithNewKey)
 	assert.Equal(t, newKey, configuredKeys(t, ns).Write)
