@@ -29,6 +29,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 )
 
 // A rotation of the service account key, asked for by the rotate
@@ -85,6 +86,19 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	assert.NotContains(t, get(t, &v1alpha1.HostedControlPlane{}, ns, "sakey").Annotations, v1alpha1.RotateAnnotation, "the request was taken")
 	api = restartAPIServer(t, etcd, api, port)
 	rollPods(t, hcp)
+	// Once the API servers rolled out, the controller manager's Deployment
+	// is stamped with the phase (its pods do not change in it). The API
+	// server counts an annotation's change as a new generation of a
+	// Deployment, which the Deployment controller observes at once; this
+	// test plays it, once the stamp is there.
+	waitFor(t, "the controller manager's Deployment is stamped with the phase", func() error {
+		d := get(t, &appsv1.Deployment{}, ns, "sakey-controller-manager")
+		if step := d.Annotations[rollout.RotationAnnotation]; step != "service-account-key=TrustingNewKey" {
+			return fmt.Errorf("it is stamped %q", step)
+		}
+		return nil
+	})
+	rollPodsOf(t, hcp, "sakey-controller-manager")
 	assert.Equal(t, keyID(t, oldKey), tokenKeyID(t, appToken(t, workload)), "still signed with the old key")
 	tokenAccepted(t, workload, oldToken)
 
@@ -183,6 +197,10 @@ func waitPhase(t *testing.T, hcp *v1alpha1.HostedControlPlane, phase v1alpha1.Ro
 			var seen []string
 			for _, p := range pods.Items {
 				seen = append(seen, fmt.Sprintf("%s %v %v", p.Name, p.DeletionTimestamp, slices.DeleteFunc(slices.Clone(p.Spec.Containers[0].Args), func(a string) bool { return !strings.Contains(a, "service-account") })))
+			}
+			for _, name := range []string{hcp.Name + "-apiserver", hcp.Name + "-controller-manager"} {
+				d := get(t, &appsv1.Deployment{}, hcp.Namespace, name)
+				seen = append(seen, fmt.Sprintf("Deployment %s generation %d observed %d", name, d.Generation, d.Status.ObservedGeneration))
 			}
 			return fmt.Errorf("status.serviceAccountKey: %+v, %s; %s; %s; pods %v", r, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition),
 				conditionOf(cp, v1alpha1.APIServerReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition), seen)
