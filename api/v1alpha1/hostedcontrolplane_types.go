@@ -49,6 +49,17 @@ const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-r
 // nothing.
 const RotateAnnotation = "controlplane.cluster.x-k8s.io/rotate"
 
+// DropOldServiceAccountKeyAnnotation, set to "true" on a
+// HostedControlPlane, ends the wait of a rotation of the service account
+// key for the old key's tokens to expire (WaitingForOldTokens) as soon as
+// the rotation reaches it: the old key is dropped then, and every token it
+// signed is refused once the API servers rolled, pods' tokens the kubelet
+// has not replaced yet included (see the README). The controller removes
+// the annotation once the rotation dropped the old key, or at once, with a
+// Warning event, when no rotation of the service account key is under way
+// or asked for.
+const DropOldServiceAccountKeyAnnotation = "controlplane.cluster.x-k8s.io/drop-old-service-account-key"
+
 // The keys RotateAnnotation names.
 const (
 	RotateServiceAccountKey = "service-account-key"

@@ -134,6 +134,7 @@ func (r *Reconciler) startServiceAccountKeyRotation(ctx context.Context, s *scop
 // internal/rotation).
 func (r *Reconciler) rotateServiceAccountKey(ctx context.Context, s *scope) {
 	current := s.hcp.Status.ServiceAccountKey.Rotation
+	r.takeDropOldKey(s, current)
 	if current == nil {
 		r.record(s.hcp, v1alpha1.ServiceAccountKeyReadyCondition, readiness.Ready(serviceAccountKeyReady(s)))
 		if _, err := r.removeNextServiceAccountKey(ctx, s, false); err != nil {
@@ -149,6 +150,7 @@ func (r *Reconciler) rotateServiceAccountKey(ctx context.Context, s *scope) {
 	}
 	step := rotation.ServiceAccountKey(current, rotation.ServiceAccountObserved{
 		Rolled: rolled, Replaced: components.ServiceAccountKeyReplaced(s.in), MaxTokenLifetime: components.MaxTokenLifetime(s.in),
+		DropOldKey: s.hcp.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation] == "true",
 	}, time.Now())
 	if step.Replace {
 		if err := r.replaceServiceAccountKey(ctx, s); err != nil {
@@ -173,6 +175,33 @@ func (r *Reconciler) rotateServiceAccountKey(ctx context.Context, s *scope) {
 	}
 	r.record(s.hcp, v1alpha1.ServiceAccountKeyReadyCondition, readiness.Waiting(string(step.Next.Phase),
 		"rotation asked for at %s, in this phase since %s: %s", stamp(step.Next.StartedAt), stamp(step.Next.Since), step.Message))
+}
+
+// takeDropOldKey removes the annotation that asks to drop the old service
+// account key without waiting for its tokens, once the stored rotation
+// (current) dropped it, so that a request is never lost; and at once, told
+// in a Warning event, when no rotation of the key is under way or asked
+// for in the same update.
+func (r *Reconciler) takeDropOldKey(s *scope, current *v1alpha1.KeyRotation) {
+	if _, asked := s.hcp.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation]; !asked {
+		return
+	}
+	switch {
+	case current != nil && current.Phase == v1alpha1.DroppingOldKey:
+	case current == nil && !rotationAsked(s.hcp, v1alpha1.RotateServiceAccountKey):
+		r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, v1alpha1.RotationRequestInvalidReason, "RotateServiceAccountKey",
+			"metadata.annotations[%s]: no rotation of the service account key is under way; ask for one with %s=%s",
+			v1alpha1.DropOldServiceAccountKeyAnnotation, v1alpha1.RotateAnnotation, v1alpha1.RotateServiceAccountKey)
+	default:
+		return
+	}
+	delete(s.hcp.Annotations, v1alpha1.DropOldServiceAccountKeyAnnotation)
+}
+
+// rotationAsked tells whether the rotate annotation names key.
+func rotationAsked(hcp *v1alpha1.HostedControlPlane, key string) bool {
+	keys, _ := rotation.Requests(hcp.Annotations[v1alpha1.RotateAnnotation])
+	return slices.Contains(keys, key)
 }
 
 func stamp(t metav1.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -83,3 +83,43 @@ func TestPodsRun(t *testing.T) {
 		"a pod of the template before is left")
 	assert.False(t, podsRun(nil, "kube-apiserver", both), "no pod runs it")
 }
+
+// The annotation that drops the old service account key stays until the
+// stored rotation dropped it, and goes at once, told in a Warning event,
+// when no rotation of the key is under way or asked for.
+func TestDropOldKeyTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		phase    v1alpha1.RotationPhase // "" for no rotation
+		rotate   string
+		kept     bool
+		warnings int
+	}{
+		{"while the API servers roll to trust the new key", v1alpha1.TrustingNewKey, "", true, 0},
+		{"while the wait runs", v1alpha1.WaitingForOldTokens, "", true, 0},
+		{"once the old key is being dropped", v1alpha1.DroppingOldKey, "", false, 0},
+		{"asked for with the rotation", "", "encryption-key,service-account-key", true, 0},
+		{"no rotation", "", "", false, 1},
+		{"only another key's rotation asked for", "", "encryption-key", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hcp := &v1alpha1.HostedControlPlane{}
+			hcp.Annotations = map[string]string{v1alpha1.DropOldServiceAccountKeyAnnotation: "true"}
+			if tc.rotate != "" {
+				hcp.Annotations[v1alpha1.RotateAnnotation] = tc.rotate
+			}
+			var current *v1alpha1.KeyRotation
+			if tc.phase != "" {
+				current = &v1alpha1.KeyRotation{Phase: tc.phase}
+			}
+			recorder := events.NewFakeRecorder(5)
+			(&Reconciler{recorder: recorder}).takeDropOldKey(&scope{hcp: hcp}, current)
+			_, kept := hcp.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation]
+			assert.Equal(t, tc.kept, kept)
+			require.Len(t, recorder.Events, tc.warnings)
+			if tc.warnings > 0 {
+				assert.Contains(t, <-recorder.Events, "Warning RotationRequestInvalid metadata.annotations[controlplane.cluster.x-k8s.io/drop-old-service-account-key]: no rotation of the service account key is under way")
+			}
+		})
+	}
+}

@@ -20,7 +20,9 @@
 //     (--service-account-max-token-expiration) from then, so every token
 //     it signed has expired and every token the kubelet keeps in a pod was
 //     replaced by one of the new key (it does so at 80% of the lifetime
-//     it asks for, at most every 24 hours).
+//     it asks for, at most every 24 hours). The user may end the wait
+//     sooner (DropOldServiceAccountKeyAnnotation), after a leak, and accept
+//     that whatever still holds a token of the old key is refused.
 //  4. DroppingOldKey: the new key is written into <cluster>-sa, where the
 //     key always is outside a rotation, and once that is observed the API
 //     servers roll to trust it alone. The rotation ends when they have.

@@ -73,6 +73,9 @@ type ServiceAccountObserved struct {
 	// MaxTokenLifetime is the longest lifetime the API servers give a
 	// token.
 	MaxTokenLifetime time.Duration
+	// DropOldKey: the user asked not to wait for the old key's tokens to
+	// expire (DropOldServiceAccountKeyAnnotation).
+	DropOldKey bool
 }
 
 // ServiceAccountKey is the step of a rotation of the service account key in
@@ -104,9 +107,16 @@ func ServiceAccountKey(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now ti
 
 // waitForOldTokens keeps the old key trusted until every token it signed
 // has expired: the longest lifetime after the last pod stopped signing with
-// it, when r entered WaitingForOldTokens.
+// it, when r entered WaitingForOldTokens; or until the user asks to drop it
+// sooner, accepting that the tokens it signed are refused from then.
 func waitForOldTokens(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now time.Time) Step {
 	until := r.Since.Add(o.MaxTokenLifetime)
+	if o.DropOldKey && now.Before(until) {
+		return Step{
+			Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,
+			Message: fmt.Sprintf("the old key is dropped before its tokens expired, as %s asked: a token it signed is refused once the API servers rolled; the new key replaces it in its Secret", v1alpha1.DropOldServiceAccountKeyAnnotation),
+		}
+	}
 	if !now.Before(until) {
 		return Step{
 			Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,

@@ -122,3 +122,31 @@ func TestEncryptionKeyPhases(t *testing.T) {
 	step = EncryptionKey(r, EncryptionObserved{Rolled: true, Rewritten: true}, t0.Add(7*time.Minute))
 	assert.Nil(t, step.Next, "the rotation ended")
 }
+
+// Asked to drop the old key, a rotation ends the wait for its tokens at
+// once, or skips it when it gets there; never sooner.
+func TestServiceAccountKeyWaitEndedByTheUser(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	life := 24 * time.Hour
+	r := Start(v1alpha1.TrustingNewKey, t0)
+	step := ServiceAccountKey(r, ServiceAccountObserved{Rolled: false, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "the API servers trust the new key first")
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.SigningWithNewKey, step.Next.Phase, "and every pod signs with it before the old one goes")
+	assert.False(t, step.Replace)
+
+	r.Phase = v1alpha1.SigningWithNewKey
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(2*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase, "no wait once nothing signs with the old key")
+	assert.True(t, step.Replace)
+	assert.Contains(t, step.Message, "the old key is dropped before its tokens expired, as controlplane.cluster.x-k8s.io/drop-old-service-account-key asked")
+
+	r.Phase = v1alpha1.WaitingForOldTokens
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Hour))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase, "the wait ends")
+	assert.Equal(t, t0.Add(time.Hour), step.Next.Since.Time)
+	assert.Zero(t, step.Wake)
+}

@@ -168,6 +168,16 @@ func validateRotateRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	return nil
 }
 
+// validateDropOldKeyRequest checks the annotation that drops the old
+// service account key without waiting for its tokens.
+func validateDropOldKeyRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	if value, asked := hcp.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation]; asked && value != "true" {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.DropOldServiceAccountKeyAnnotation), value,
+			`must be "true", which drops the old service account key of the rotation under way without waiting for its tokens to expire; remove the annotation to wait`)}
+	}
+	return nil
+}
+
 // validateRestoreRequest checks the restore-etcd annotation of a control
 // plane, which asks for a restore in place.
 func validateRestoreRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
@@ -353,6 +363,7 @@ func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorLis
 	errs = append(errs, ValidateSettings(spec, &hcp.Spec.ControlPlaneSettings)...)
 	errs = append(errs, validateRestoreRequest(hcp)...)
 	errs = append(errs, validateRotateRequest(hcp)...)
+	errs = append(errs, validateDropOldKeyRequest(hcp)...)
 	return append(errs, validateEndpoint(spec.Child("controlPlaneEndpoint"), hcp)...)
 }
 

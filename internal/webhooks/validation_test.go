@@ -754,6 +754,20 @@ func TestRotateRequest(t *testing.T) {
 	})
 }
 
+func TestDropOldKeyRequest(t *testing.T) {
+	ask := func(value string) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.DropOldServiceAccountKeyAnnotation: value}
+		}
+	}
+	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/drop-old-service-account-key]"
+	checkChanges(t, []change{
+		{"true", ask("true"), ""},
+		{"a duration", ask("10m"), path + `: Invalid value: "10m": must be "true", which drops the old service account key of the rotation under way without waiting for its tokens to expire; remove the annotation to wait`},
+		{"false", ask("false"), path + `: Invalid value: "false": must be "true"`},
+	})
+}
+
 func TestTokenLifetime(t *testing.T) {
 	set := func(name, value string) func(*v1alpha1.HostedControlPlane) {
 		return func(h *v1alpha1.HostedControlPlane) {

@@ -42,8 +42,8 @@ import (
 // Deployment controller and kubelet would: the API server process restarts
 // with the new template, pods of the new template replace the old ones. The
 // wait for the old key's tokens to expire (a day) is not waited for: the
-// test moves the start of WaitingForOldTokens back by a day, once it saw
-// the phase wait.
+// test ends it once it saw the phase wait, with the
+// drop-old-service-account-key annotation, as a user may.
 func TestServiceAccountKeyRotation(t *testing.T) {
 	port := freePort(t)
 	_, hcp := readyControlPlane(t, "sakey", "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
@@ -126,9 +126,11 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	assert.Contains(t, c.Message, "nothing signs with the old key any more; it is trusted until")
 	time.Sleep(3 * time.Second)
 	assert.Equal(t, v1alpha1.WaitingForOldTokens, get(t, &v1alpha1.HostedControlPlane{}, ns, "sakey").Status.ServiceAccountKey.Rotation.Phase)
-	setStatus(t, hcp, func(h *v1alpha1.HostedControlPlane) {
-		h.Status.ServiceAccountKey.Rotation.Since = metav1.NewTime(h.Status.ServiceAccountKey.Rotation.Since.Add(-24 * time.Hour))
-	})
+	// The user ends the wait, as after a leak: every token of the old key
+	// this test holds is one it still checks.
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
+		h.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation] = "true"
+	}))
 
 	// DroppingOldKey: <cluster>-sa gets the new key, the API servers trust it
 	// alone.
@@ -174,6 +176,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	})
 	final := get(t, &v1alpha1.HostedControlPlane{}, ns, "sakey")
 	assert.Nil(t, final.Status.ServiceAccountKey.Rotation)
+	assert.NotContains(t, final.Annotations, v1alpha1.DropOldServiceAccountKeyAnnotation, "the request to drop the old key was taken")
 	require.NotNil(t, final.Status.ServiceAccountKey.RotatedAt)
 
 	seen := strings.Join(reasons(), "\n")
