@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,10 +59,14 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 
 	workload := workloadClient(t, ns, "sakey")
 	ctx := testContext(t)
-	_, err := workload.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = workload.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	answered(t, func() error {
+		_, err := workload.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		return err
+	})
+	answered(t, func() error {
+		_, err := workload.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		return err
+	})
 	oldToken := appToken(t, workload)
 	assert.Equal(t, keyID(t, oldKey), tokenKeyID(t, oldToken))
 	tokenAccepted(t, workload, oldToken)
@@ -302,19 +307,44 @@ func workloadClient(t *testing.T, ns, cluster string) kubernetes.Interface {
 // appToken is a token of service account app/app.
 func appToken(t *testing.T, c kubernetes.Interface) string {
 	t.Helper()
-	tr, err := c.CoreV1().ServiceAccounts("app").CreateToken(testContext(t), "app",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	var tr *authenticationv1.TokenRequest
+	answered(t, func() (err error) {
+		tr, err = c.CoreV1().ServiceAccounts("app").CreateToken(testContext(t), "app",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		return err
+	})
 	return tr.Status.Token
+}
+
+// answered makes a request of the workload cluster's API server until it
+// answers: one that has just started (a rollout's new pod) may not finish a
+// TLS handshake in time on a busy machine. Whatever it answers is the
+// answer; an error it answered with fails the test.
+func answered(t *testing.T, request func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if err = request(); err == nil {
+			return
+		}
+		var answer apierrors.APIStatus
+		if errors.As(err, &answer) {
+			break
+		}
+	}
+	require.NoError(t, err)
 }
 
 // authenticated asks the API server whether token authenticates service
 // account app/app, as it decides for a request that bears it.
 func authenticated(t *testing.T, c kubernetes.Interface, token string) bool {
 	t.Helper()
-	review, err := c.AuthenticationV1().TokenReviews().Create(testContext(t),
-		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	var review *authenticationv1.TokenReview
+	answered(t, func() (err error) {
+		review, err = c.AuthenticationV1().TokenReviews().Create(testContext(t),
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		return err
+	})
 	if review.Status.Authenticated {
 		require.Equal(t, "system:serviceaccount:app:app", review.Status.User.Username)
 	}
