@@ -150,6 +150,17 @@ const (
 	EncryptionConfigInvalidReason = "EncryptionConfigInvalid"
 )
 
+// ServiceAccountKeyReadyCondition: the API servers and the controller
+// manager sign service account tokens with one key, the API servers trust
+// it alone, and no rotation is under way. While one is, its phase
+// (TrustingNewKey, SigningWithNewKey, WaitingForOldTokens, DroppingOldKey) is
+// the reason. It never affects Available.
+const ServiceAccountKeyReadyCondition = "ServiceAccountKeyReady"
+
+// RotationRequestInvalidReason is the reason of the Warning event when the
+// rotate annotation names something that cannot be rotated.
+const RotationRequestInvalidReason = "RotationRequestInvalid"
+
 // Condition reasons.
 const (
 	ReadyReason                 = "Ready"

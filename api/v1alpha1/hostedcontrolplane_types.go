@@ -32,6 +32,40 @@ const RestoreEtcdAnnotation = "controlplane.cluster.x-k8s.io/restore-etcd"
 // plane of the same name adopts the Secret, and the annotation goes.
 const EncryptionKeyKeptAnnotation = "controlplane.cluster.x-k8s.io/encryption-key-kept"
 
+// EncryptionRotationAnnotation on the Secret <cluster>-encryption records a
+// rotation of its keys under way, as status.encryption.rotation shows it
+// (in JSON): the controller writes it with the keys of each phase, in one
+// update, so that the keys the API servers read and the phase never
+// disagree.
+const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-rotation"
+
+// RotateAnnotation, set on a HostedControlPlane to a comma-separated list
+// of keys, asks for each to be rotated: service-account-key (the key that
+// signs service account tokens) and encryption-key (the key that encrypts
+// the workload cluster's Secrets in etcd). A rotation goes through phases
+// that keep every client working (see the README); status says which phase
+// each is in and since when. The controller removes the annotation once it
+// took the request; asking for a key whose rotation is under way changes
+// nothing.
+const RotateAnnotation = "controlplane.cluster.x-k8s.io/rotate"
+
+// DropOldServiceAccountKeyAnnotation, set to "true" on a
+// HostedControlPlane, ends the wait of a rotation of the service account
+// key for the old key's tokens to expire (WaitingForOldTokens) as soon as
+// the rotation reaches it: the old key is dropped then, and every token it
+// signed is refused once the API servers rolled, pods' tokens the kubelet
+// has not replaced yet included (see the README). The controller removes
+// the annotation once the rotation dropped the old key, or at once, with a
+// Warning event, when no rotation of the service account key is under way
+// or asked for.
+const DropOldServiceAccountKeyAnnotation = "controlplane.cluster.x-k8s.io/drop-old-service-account-key"
+
+// The keys RotateAnnotation names.
+const (
+	RotateServiceAccountKey = "service-account-key"
+	RotateEncryptionKey     = "encryption-key"
+)
+
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=hostedcontrolplanes,scope=Namespaced,categories=cluster-api,shortName=hcp
 // +kubebuilder:storageversion
@@ -170,6 +204,12 @@ type HostedControlPlaneStatus struct {
 	// +optional
 	Encryption EncryptionStatus `json:"encryption,omitempty,omitzero"`
 
+	// serviceAccountKey reports the key that signs the workload cluster's
+	// service account tokens; the ServiceAccountKeyReady condition says how
+	// far a rotation is.
+	// +optional
+	ServiceAccountKey ServiceAccountKeyStatus `json:"serviceAccountKey,omitempty,omitzero"`
+
 	// rollout reports what a newer release of the controller renders
 	// differently from what runs, held until the next rollout the user
 	// starts.
@@ -256,7 +296,86 @@ type EncryptionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	RewrittenAfter string `json:"rewrittenAfter,omitempty"`
+
+	// rotation is the rotation of the key under way, which the rotate
+	// annotation asked for.
+	// +optional
+	Rotation *KeyRotation `json:"rotation,omitempty"`
+
+	// rotatedAt is when the last rotation of the key ended.
+	// +optional
+	RotatedAt *metav1.Time `json:"rotatedAt,omitempty"`
 }
+
+// ServiceAccountKeyStatus reports the key that signs service account
+// tokens, kept in the Secret <cluster>-sa, and a rotation of it, whose new
+// key is kept in <cluster>-sa-next until it replaces the old one.
+type ServiceAccountKeyStatus struct {
+	// rotation is the rotation under way, which the rotate annotation asked
+	// for.
+	// +optional
+	Rotation *KeyRotation `json:"rotation,omitempty"`
+
+	// rotatedAt is when the last rotation ended: since then, only the new
+	// key verifies tokens.
+	// +optional
+	RotatedAt *metav1.Time `json:"rotatedAt,omitempty"`
+}
+
+// KeyRotation is a rotation of a key under way: which phase it is in and
+// since when.
+type KeyRotation struct {
+	// phase is the phase the rotation is in; the key's condition has it as
+	// its reason.
+	// +required
+	Phase RotationPhase `json:"phase"`
+
+	// since is when the rotation entered the phase.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// startedAt is when the rotation was asked for.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+
+	// key names the new key, for keys that have names (the encryption
+	// key's, as etcd's stored values name it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// RotationPhase is a phase of a key rotation.
+// +kubebuilder:validation:Enum=TrustingNewKey;SigningWithNewKey;WaitingForOldTokens;DroppingOldKey;DecryptingWithNewKey;EncryptingWithNewKey
+type RotationPhase string
+
+// The phases of a rotation of the service account key, in order.
+const (
+	// TrustingNewKey: the API servers roll to verify tokens signed by the
+	// old key or the new one; they still sign with the old.
+	TrustingNewKey RotationPhase = "TrustingNewKey"
+	// SigningWithNewKey: every API server trusts both keys; they and the
+	// controller manager roll to sign with the new one.
+	SigningWithNewKey RotationPhase = "SigningWithNewKey"
+	// WaitingForOldTokens: nothing signs with the old key any more; it is
+	// still trusted until every token it signed has expired.
+	WaitingForOldTokens RotationPhase = "WaitingForOldTokens"
+	// DroppingOldKey: the new key replaces the old one in its Secret, and
+	// the API servers roll to trust it alone.
+	DroppingOldKey RotationPhase = "DroppingOldKey"
+)
+
+// The phases of a rotation of the encryption key, in order; the last is
+// DroppingOldKey.
+const (
+	// DecryptingWithNewKey: the API servers roll to decrypt with the new key
+	// as well; they still encrypt with the old.
+	DecryptingWithNewKey RotationPhase = "DecryptingWithNewKey"
+	// EncryptingWithNewKey: every API server decrypts with both keys; they
+	// roll to encrypt with the new one, and every Secret is then rewritten
+	// with it.
+	EncryptingWithNewKey RotationPhase = "EncryptingWithNewKey"
+)
 
 // HostedControlPlaneInitializationStatus is the initialization part of the
 // control plane contract.

@@ -239,7 +239,9 @@ egressSelections:
 // when all have.
 const encryptionConfigDir = contract.APIServerEncryptionDir
 
-func apiServerArgs(in render.Input) []string {
+// apiServerArgs are the API server's arguments, and the volumes of the
+// service account keys they name.
+func apiServerArgs(in render.Input) ([]string, []render.SecretVolume) {
 	pki := contract.APIServerPKIDir
 	defaults := map[string]string{
 		"advertise-address":                  "$(POD_IP)",
@@ -274,17 +276,17 @@ func apiServerArgs(in render.Input) []string {
 		// server's pod address, which pods of the workload cluster can
 		// neither reach nor trust (the conformance suite's issuer discovery
 		// test fetched them there); the issuer's own address they can.
-		"service-account-jwks-uri":         inClusterIssuer(in) + "/openid/v1/jwks",
-		"service-account-key-file":         pki + "/sa/tls.key",
-		"service-account-signing-key-file": pki + "/sa/tls.key",
-		"service-cluster-ip-range":         in.ServiceCIDR(),
-		"tls-cert-file":                    pki + "/apiserver/tls.crt",
-		"tls-private-key-file":             pki + "/apiserver/tls.key",
+		"service-account-jwks-uri": inClusterIssuer(in) + "/openid/v1/jwks",
+		maxTokenLifetimeFlag:       "24h",
+		"service-cluster-ip-range": in.ServiceCIDR(),
+		"tls-cert-file":            pki + "/apiserver/tls.crt",
+		"tls-private-key-file":     pki + "/apiserver/tls.key",
 	}
 	apiServerFileArgs(in, defaults)
 	flags := render.Values(defaults)
 	serviceAccountIssuerArgs(in, flags)
-	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args)
+	keys := apiServerSAKeys(in, flags)
+	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args), keys
 }
 
 // inClusterIssuer is the issuer of the workload cluster's service account
@@ -310,8 +312,9 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.APIServerComponent))}
 
+	args, keys := apiServerArgs(in)
 	api := render.Container("kube-apiserver", render.Image(in.DefaultImage(contract.APIServerRepository, in.ControlPlane.Spec.Version), spec.Image),
-		spec.Container, "kube-apiserver", apiServerArgs(in))
+		spec.Container, "kube-apiserver", args)
 	api.Env = []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
 	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}
 	api.ReadinessProbe = render.Probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
@@ -324,8 +327,9 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 		render.SecretVolume{Name: "apiserver", Secret: apiServerCertSecret(in), Path: contract.APIServerPKIDir + "/apiserver"},
 		render.SecretVolume{Name: "etcd", Secret: apiServerEtcdSecret(in), Path: contract.APIServerPKIDir + "/etcd"},
 		render.SecretVolume{Name: "kubelet", Secret: kubeletClientSecret(in), Path: contract.APIServerPKIDir + "/kubelet"},
-		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: contract.APIServerPKIDir + "/front-proxy"},
-		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: contract.APIServerPKIDir + "/sa"},
+		render.SecretVolume{Name: "front-proxy", Secret: frontProxyClientSecret(in), Path: contract.APIServerPKIDir + "/front-proxy"})
+	render.MountSecrets(&pod, &api, keys...)
+	render.MountSecrets(&pod, &api,
 		render.SecretVolume{Name: "egress", Secret: egressSelectorName(in), Path: contract.APIServerEgressDir},
 		render.SecretVolume{Name: "encryption", Secret: contract.EncryptionSecretName(in.ClusterName()), Path: encryptionConfigDir})
 	mountAPIServerFiles(in, &pod, &api)

@@ -47,23 +47,25 @@ func (ControllerManager) Certificates(in render.Input) []*cmv1.Certificate {
 func (ControllerManager) Render(in render.Input) ([]client.Object, error) {
 	spec := in.ControlPlane.Spec.Deployment.ControllerManager
 	defaults := map[string]string{
-		"cluster-name":                     in.ClusterName(),
-		"cluster-signing-cert-file":        "/etc/kubernetes/pki/ca/tls.crt",
-		"cluster-signing-key-file":         "/etc/kubernetes/pki/ca/tls.key",
-		"controllers":                      "*,bootstrapsigner,tokencleaner",
-		"root-ca-file":                     "/etc/kubernetes/pki/ca/tls.crt",
-		"service-account-private-key-file": "/etc/kubernetes/pki/sa/tls.key",
-		"service-cluster-ip-range":         in.ServiceCIDR(),
-		"use-service-account-credentials":  "true",
+		"cluster-name":                    in.ClusterName(),
+		"cluster-signing-cert-file":       "/etc/kubernetes/pki/ca/tls.crt",
+		"cluster-signing-key-file":        "/etc/kubernetes/pki/ca/tls.key",
+		"controllers":                     "*,bootstrapsigner,tokencleaner",
+		"root-ca-file":                    "/etc/kubernetes/pki/ca/tls.crt",
+		"service-cluster-ip-range":        in.ServiceCIDR(),
+		"use-service-account-credentials": "true",
 	}
+	// It signs the tokens of service account token Secrets.
+	_, sign := ServiceAccountKeys(in)
+	key := saVolume(in, sign)
+	defaults[saPrivateKeyFlag] = key.Path + "/" + corev1.TLSPrivateKeyKey
 	if cidr := in.PodCIDR(); cidr != "" {
 		defaults["allocate-node-cidrs"] = "true"
 		defaults["cluster-cidr"] = cidr
 	}
 	d := controllerDeployment(in, contract.ControllerManagerComponent, ControllerManagerName(in), spec, defaults,
 		controllerManagerPort, kubeconfigName(in, controllerManagerUser), controllerManagerCertSecret(in),
-		render.SecretVolume{Name: "ca", Secret: in.CASecret(), Path: "/etc/kubernetes/pki/ca"},
-		render.SecretVolume{Name: "sa", Secret: in.SASecret(), Path: "/etc/kubernetes/pki/sa"})
+		render.SecretVolume{Name: "ca", Secret: in.CASecret(), Path: pkiDir + "/ca"}, key)
 	return append(controllerNetworkPolicies(in, contract.ControllerManagerComponent), d), nil
 }
 

@@ -62,7 +62,7 @@ func certifiedParts() []certified {
 func roots(in render.Input) []client.Object {
 	lifetimes := in.Lifetimes()
 	selfSigned := in.Name("selfsigned")
-	return []client.Object{
+	objs := []client.Object{
 		in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
 		ca(in, in.CASecret(), "kubernetes", selfSigned, lifetimes.RootCA),
 		caIssuer(in, in.CASecret()),
@@ -70,8 +70,13 @@ func roots(in render.Input) []client.Object {
 		caIssuer(in, in.EtcdCASecret()),
 		ca(in, in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), lifetimes.CA),
 		caIssuer(in, in.FrontProxyCASecret()),
-		serviceAccountKey(in),
+		serviceAccountKey(in, in.SASecret()),
 	}
+	if in.ControlPlane.Status.ServiceAccountKey.Rotation != nil {
+		// The new key, until it replaces the old one.
+		objs = append(objs, serviceAccountKey(in, in.SANextSecret()))
+	}
+	return objs
 }
 
 func ca(in render.Input, secret, commonName, issuer string, duration time.Duration) *cmv1.Certificate {
@@ -89,9 +94,12 @@ func caIssuer(in render.Input, secret string) *cmv1.Issuer {
 
 // serviceAccountKey signs service account tokens (the API server) and is
 // mounted by the controller manager; it survives renewal, so tokens stay
-// valid.
-func serviceAccountKey(in render.Input) *cmv1.Certificate {
-	sa := in.Leaf(in.SASecret(), in.CASecret(), "service-accounts", nil, cmv1.UsageDigitalSignature)
+// valid. cert-manager keeps the key it finds in the Secret (rotationPolicy
+// Never), which is how the new key of a rotation replaces the old one in
+// <cluster>-sa: the controller writes it there, and cert-manager issues a
+// certificate for it.
+func serviceAccountKey(in render.Input, secret string) *cmv1.Certificate {
+	sa := in.Leaf(secret, in.CASecret(), "service-accounts", nil, cmv1.UsageDigitalSignature)
 	sa.Spec.PrivateKey.RotationPolicy = cmv1.RotationPolicyNever
 	return sa
 }

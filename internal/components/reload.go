@@ -35,8 +35,9 @@ import (
 //     key, the configuration Secrets, and every CA certificate (ca.crt),
 //     which a renewed or rotated authority changes.
 //
-// The service account key's Secret also holds a certificate, which
-// cert-manager renews with the key kept and no process reads.
+// The service account key's Secrets (the new key's too, during a rotation)
+// also hold a certificate, which cert-manager renews with the key kept and
+// no process reads.
 //
 // The pod templates therefore digest, of the Secrets StartupKeys lists, only
 // the keys it names, and all of every other Secret they mount.
@@ -51,7 +52,7 @@ type reloading interface {
 // certificate and key every process that mounts them reads again, and the
 // service account key.
 func StartupKeys(in render.Input) map[string][]string {
-	keys := map[string][]string{in.SASecret(): {corev1.TLSPrivateKeyKey}}
+	keys := map[string][]string{in.SASecret(): {corev1.TLSPrivateKeyKey}, in.SANextSecret(): {corev1.TLSPrivateKeyKey}}
 	for _, part := range certifiedParts() {
 		if r, ok := part.(reloading); ok {
 			for _, name := range r.Reloaded(in) {

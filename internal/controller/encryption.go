@@ -47,12 +47,15 @@ func (r *Reconciler) observeEncryption(ctx context.Context, s *scope, in render.
 	}
 	o.SecretDigests[secret.Name] = contract.DataDigest(secret.Data)
 	s.keys = &keys
+	s.encryptionSecret = secret
 }
 
 // encryptionSecret is the Secret with the control plane's encryption keys.
 // The key is generated once, by a create that fails if the Secret exists,
-// and the Secret's data is never written again: a key generated anew would
-// leave every Secret stored with the old one unreadable. One that exists
+// and the Secret's data is written again only by a rotation the user asks
+// for, which keeps the old key until every Secret was rewritten with the
+// new one (encryptionrotation.go): a key generated anew would leave every
+// Secret stored with the old one unreadable. One that exists
 // without our labels (kept by a user, or copied for a restore) or kept when
 // a control plane of the same name was deleted is adopted.
 func (r *Reconciler) encryptionSecret(ctx context.Context, hcp *v1alpha1.HostedControlPlane, in render.Input) (*corev1.Secret, error) {
@@ -189,15 +192,23 @@ func (r *Reconciler) rewriteSecrets(ctx context.Context, s *scope, live client.C
 	}
 	st, after := s.hcp.Status.Encryption, restoredAfter(s.hcp)
 	what := keys.Provider + " key " + keys.Write
+	// A rotation under way says what it does, but while pages are
+	// rewritten.
+	settled := func(out readiness.Outcome) readiness.Outcome {
+		if s.encryptionRotation != nil {
+			return *s.encryptionRotation
+		}
+		return out
+	}
 	if st.RewrittenWith == keys.Write && st.RewrittenAfter == after {
 		r.rewrites.forget(s.hcp.UID)
-		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, readiness.Ready(
-			"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it"))
+		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Ready(
+			"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it")))
 		return false, nil
 	}
-	if !s.done[v1alpha1.APIServerReadyCondition] {
-		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, readiness.Waiting(v1alpha1.WaitingReason,
-			"waiting for every API server to run with %s (APIServerReady) before the Secrets stored before it are rewritten", what))
+	if !s.apiServersRolled {
+		r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Waiting(v1alpha1.WaitingReason,
+			"waiting for every API server pod to run with %s (APIServerReady) before the Secrets stored before it are rewritten", what)))
 		return false, nil
 	}
 	rw := r.rewrites.load(s.hcp.UID, keys.Write, after)
@@ -223,8 +234,8 @@ func (r *Reconciler) rewriteSecrets(ctx context.Context, s *scope, live client.C
 	}
 	r.rewrites.forget(s.hcp.UID)
 	s.rewritten = &rw
-	r.record(s.hcp, v1alpha1.EncryptionReadyCondition, readiness.Ready(
-		"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it"))
+	r.record(s.hcp, v1alpha1.EncryptionReadyCondition, settled(readiness.Ready(
+		"the API servers encrypt Secrets with "+what+", and every Secret stored before was rewritten with it")))
 	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "RewriteSecrets",
 		"every Secret of the workload cluster is stored with %s: %d checked, %d of them written again", what, p.Checked, p.Rewritten)
 	return false, nil

@@ -142,11 +142,18 @@ func TestRewriteRunsOncePerKeyAndRestore(t *testing.T) {
 	c := conditions.Get(hcp, v1alpha1.EncryptionReadyCondition)
 	require.NotNil(t, c)
 	assert.Equal(t, v1alpha1.WaitingReason, c.Reason)
-	assert.Contains(t, c.Message, "waiting for every API server to run with secretbox key key-2")
+	assert.Contains(t, c.Message, "waiting for every API server pod to run with secretbox key key-2")
 	assert.Zero(t, lists)
 
-	hcp.Status.Encryption = v1alpha1.EncryptionStatus{Provider: encryption.Provider, Key: "key-2", RewrittenWith: "key-2"}
+	// The Deployment rolled out, but a terminating pod of the template
+	// before may still write with the key before.
 	s.done[v1alpha1.APIServerReadyCondition] = true
+	_, err = r.rewriteSecrets(t.Context(), s, workload)
+	require.NoError(t, err)
+	assert.Zero(t, lists, "not while a pod of another template is left")
+
+	hcp.Status.Encryption = v1alpha1.EncryptionStatus{Provider: encryption.Provider, Key: "key-2", RewrittenWith: "key-2"}
+	s.apiServersRolled = true
 	more, err = r.rewriteSecrets(t.Context(), s, workload)
 	require.NoError(t, err)
 	assert.False(t, more)

@@ -90,6 +90,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 		o.EtcdVolumeRequest = etcd.VolumeRequest(claims.Items)
 	}
 	s.in = in.With(o)
+	s.stamp.Rotation = rotationSteps(s.in)
 }
 
 // observeExposure finds where the control plane is served: behind a gateway

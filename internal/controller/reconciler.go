@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -137,6 +138,16 @@ type scope struct {
 	// keys are what the encryption Secret holds; nil when it holds nothing
 	// the API servers can encrypt with (or could not be read).
 	keys *encryption.Keys
+	// encryptionSecret is the Secret with the encryption keys, as observed
+	// (and as this pass wrote it); nil when it could not be read.
+	encryptionSecret *corev1.Secret
+	// encryptionRotation is what EncryptionReady says of a rotation of the
+	// encryption key under way while no rewrite is due; nil outside one.
+	encryptionRotation *readiness.Outcome
+	// apiServersRolled: the API servers rolled out in this pass, and every
+	// API server pod, terminating ones included, runs the template it
+	// rendered (see apiServersRolled).
+	apiServersRolled bool
 	// rewritten is the rewrite of Secrets this pass finished; rewriting
 	// says another page is due.
 	rewritten *rewrite
@@ -234,6 +245,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
 	r.restore(ctx, s)
+	if s.in.ControlPlane != nil {
+		s.apiServersRolled = r.apiServersRolled(s)
+		r.rotateServiceAccountKey(ctx, s)
+		r.rotateEncryptionKey(ctx, s)
+		r.takeRotations(ctx, s)
+	}
 	// Until the control plane first answers, nothing can answer before every
 	// phase is done; afterwards it is probed whatever a phase waits for, so a
 	// rollout or a certificate being issued again never hides an API server

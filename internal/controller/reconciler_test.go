@@ -108,9 +108,11 @@ func TestPhasesAndOwnedConditions(t *testing.T) {
 	}, conditionsOf(workload))
 
 	// The rewrite of the workload cluster's Secrets has a condition of its
-	// own, and so has the renewal of the certificates.
+	// own, and so have the renewal of the certificates and the service
+	// account key.
 	written := append(append([]string{
 		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition,
 	}, conditionsOf(management)...), conditionsOf(workload)...)
 	written = append(written, v1alpha1.EncryptionReadyCondition)
 	assert.ElementsMatch(t, written, ownedConditions())

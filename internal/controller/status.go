@@ -29,7 +29,10 @@ import (
 // the patch helper keeps its own.
 func ownedConditions() []string {
 	// EtcdRestored too: this controller alone drives restores (restore.go).
-	owned := []string{v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition}
+	owned := []string{
+		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition,
+	}
 	for _, p := range managementPhases(etcd.Component{}) {
 		owned = append(owned, p.condition)
 	}

@@ -35,15 +35,17 @@ func NewConfig(random io.Reader, now time.Time) ([]byte, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: apiserverv1.SchemeGroupVersion.String(), Kind: "EncryptionConfiguration"},
 		Resources: []apiserverv1.ResourceConfiguration{{
 			Resources: []string{encryptedResource},
-			Providers: []apiserverv1.ProviderConfiguration{
-				{Secretbox: &apiserverv1.SecretboxConfiguration{Keys: []apiserverv1.Key{{
-					Name: KeyName(now), Secret: base64.StdEncoding.EncodeToString(key),
-				}}}},
-				{Identity: &apiserverv1.IdentityConfiguration{}},
-			},
+			Providers: []apiserverv1.ProviderConfiguration{secretbox(KeyName(now), key), {Identity: &apiserverv1.IdentityConfiguration{}}},
 		}},
 	}
 	return yaml.Marshal(cfg)
+}
+
+// secretbox is a secretbox provider of one key.
+func secretbox(name string, key []byte) apiserverv1.ProviderConfiguration {
+	return apiserverv1.ProviderConfiguration{Secretbox: &apiserverv1.SecretboxConfiguration{Keys: []apiserverv1.Key{{
+		Name: name, Secret: base64.StdEncoding.EncodeToString(key),
+	}}}}
 }
 
 // NewRandomConfig is NewConfig with keys from crypto/rand.

@@ -18,7 +18,8 @@
 // on the next update, even one that changes nothing (k8s.io/apiserver's etcd3
 // store skips an unchanged write only when the data read was not stale).
 // Rewrite makes that update for every Secret, a page at a time. A rotation
-// puts a new key first, rewrites, then drops the old one.
+// (rotate.go) adds a new key to decrypt with, puts it first, rewrites, then
+// drops the old one, each step once every API server runs the one before.
 //
 // No function here returns, logs or wraps anything that holds a key: errors
 // name the Secret and what is wrong, never the content.

@@ -20,6 +20,8 @@
 //
 //   - the same renderer stamped it (the change is the spec's or an
 //     observation's), or
+//   - a key rotation the user asked for moved to another step
+//     (RotationAnnotation, on the workloads whose pods use the key), or
 //   - the spec changed since (its generation and its digest both: CRD
 //     defaults that a newer release adds change the spec as read, never its
 //     generation; setting spec.rollout.after changes the generation only),

@@ -31,6 +31,9 @@ const (
 	// RestartedAtAnnotation on a pod template is spec.rollout.after, once
 	// reached.
 	RestartedAtAnnotation = "controlplane.cluster.x-k8s.io/restarted-at"
+	// RotationAnnotation on a workload whose pods use a key being rotated
+	// names the step of the rotation it is rendered for (internal/rotation).
+	RotationAnnotation = "controlplane.cluster.x-k8s.io/rotation"
 )
 
 // maxChanges bounds the fields a pending rollout lists.
@@ -43,6 +46,9 @@ type Stamp struct {
 	SpecHash    string
 	Level       int
 	RestartedAt string
+	// Rotation is the step of the key rotations under way, by the component
+	// (its ComponentLabel) whose pods they change; none outside a rotation.
+	Rotation map[string]string
 }
 
 // NewStamp is the stamp of a pass over cp at now by a controller of
@@ -140,6 +146,9 @@ func (st Stamp) Apply(obj client.Object) {
 	annotations[SpecGenerationAnnotation] = strconv.FormatInt(st.Generation, 10)
 	annotations[SpecHashAnnotation] = st.SpecHash
 	annotations[LevelAnnotation] = strconv.Itoa(st.Level)
+	if step := st.Rotation[obj.GetLabels()[contract.ComponentLabel]]; step != "" {
+		annotations[RotationAnnotation] = step
+	}
 	obj.SetAnnotations(annotations)
 	if st.RestartedAt != "" {
 		metav1.SetMetaDataAnnotation(&template.ObjectMeta, RestartedAtAnnotation, st.RestartedAt)
@@ -160,11 +169,11 @@ func podTemplate(obj client.Object) *corev1.PodTemplateSpec {
 }
 
 // Started tells whether the change from current to want is the user's or an
-// observation's: the same renderer rendered current, or the spec changed
-// since.
+// observation's: the same renderer rendered current, the spec changed
+// since, or a key rotation the user asked for moved to another step.
 func Started(current, want *unstructured.Unstructured) bool {
 	have, next := current.GetAnnotations(), want.GetAnnotations()
-	if have[RenderedByAnnotation] == next[RenderedByAnnotation] {
+	if have[RenderedByAnnotation] == next[RenderedByAnnotation] || have[RotationAnnotation] != next[RotationAnnotation] {
 		return true
 	}
 	gen, hash := have[SpecGenerationAnnotation], have[SpecHashAnnotation]

@@ -34,6 +34,8 @@ func TestStarted(t *testing.T) {
 		{"CRD defaults of a new release: the spec as read changed, its generation did not", old, map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "3", SpecHashAnnotation: "h4"}, false},
 		{"rollout.after set for later: the generation changed, the rest of the spec did not", old, map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "4", SpecHashAnnotation: "h3"}, false},
 		{"rendered before stamps existed", nil, map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "4", SpecHashAnnotation: "h4"}, false},
+		{"new renderer, a rotation moved on", old, map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "3", SpecHashAnnotation: "h3", RotationAnnotation: "service-account-key=TrustingNewKey"}, true},
+		{"new renderer, a rotation ended", map[string]string{RenderedByAnnotation: "v1+a", SpecGenerationAnnotation: "3", SpecHashAnnotation: "h3", RotationAnnotation: "service-account-key=DroppingOldKey"}, map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "3", SpecHashAnnotation: "h3"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.started, Started(stamped(tc.current), stamped(tc.want)))
@@ -84,6 +86,14 @@ func TestStampApply(t *testing.T) {
 		RenderedByAnnotation: "v1+a", SpecGenerationAnnotation: "2", SpecHashAnnotation: "h", LevelAnnotation: "1",
 	}, d.Annotations)
 	assert.Equal(t, "2026-11-26T11:59:00Z", d.Spec.Template.Annotations[RestartedAtAnnotation])
+
+	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "kube-apiserver"}}}
+	etcd := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "etcd"}}}
+	rotating := Stamp{RenderedBy: "v1+a", Rotation: map[string]string{"kube-apiserver": "service-account-key=TrustingNewKey"}}
+	rotating.Apply(api)
+	rotating.Apply(etcd)
+	assert.Equal(t, "service-account-key=TrustingNewKey", api.Annotations[RotationAnnotation])
+	assert.NotContains(t, etcd.Annotations, RotationAnnotation, "only the workloads whose pods use the key")
 
 	unset := &appsv1.StatefulSet{}
 	Stamp{RenderedBy: "v1+a"}.Apply(unset)

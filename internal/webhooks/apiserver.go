@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -90,6 +91,27 @@ func validateServiceAccountIssuer(path *field.Path, issuer string) field.ErrorLi
 			"is the in-cluster issuer (https://kubernetes.default.svc.<cluster domain>), which the API servers accept anyway; name the URL clouds discover the cluster's keys at")}
 	}
 	return nil
+}
+
+// maxTokenLifetime is the longest --service-account-max-token-expiration
+// the API server takes.
+const maxTokenLifetime = (1 << 32) * time.Second
+
+// validateTokenLifetime checks --service-account-max-token-expiration in
+// the API server's args, which a rotation of the service account key waits
+// for: a duration the API server takes, from an hour to 2^32 seconds.
+func validateTokenLifetime(path *field.Path, args map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if strings.ReplaceAll(name, "_", "-") != "service-account-max-token-expiration" {
+			continue
+		}
+		if d, err := time.ParseDuration(args[name]); err != nil || d < time.Hour || d > maxTokenLifetime {
+			errs = append(errs, field.Invalid(path.Key(name), args[name],
+				"must be a duration from 1h to 1193046h28m16s (2^32 seconds), such as 24h: the API servers refuse others, and a rotation of the service account key waits this long for the tokens of the old key to expire"))
+		}
+	}
+	return errs
 }
 
 // renderedArgs refuses args the controller sets from field (or that the

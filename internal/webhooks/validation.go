@@ -18,6 +18,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rotation"
 )
 
 // ValidateSettings checks the part of a control plane spec that a
@@ -33,6 +34,7 @@ func ValidateSettings(path *field.Path, s *v1alpha1.ControlPlaneSettings) field.
 	errs = append(errs, validateEtcd(path.Child("etcd"), &s.Etcd)...)
 	errs = append(errs, validateCertificates(path.Child("certificates"), &s.Certificates)...)
 	errs = append(errs, validatePods(path, s)...)
+	errs = append(errs, validateTokenLifetime(path.Child("deployment", "apiServer", "args"), s.Deployment.APIServer.Args)...)
 	return append(errs, validateAPIServerFiles(path, s)...)
 }
 
@@ -152,6 +154,28 @@ const snapshotAllowed = `must be "latest" or an object key as status.etcd.lastBa
 // folders.
 func validSnapshotKey(key string) bool {
 	return snapshotKey.MatchString(key) && !strings.Contains(key, "/../") && !strings.HasPrefix(key, "../")
+}
+
+// validateRotateRequest checks the rotate annotation of a control plane.
+func validateRotateRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	value, asked := hcp.Annotations[v1alpha1.RotateAnnotation]
+	if !asked {
+		return nil
+	}
+	if keys, unknown := rotation.Requests(value); len(unknown) > 0 || len(keys) == 0 {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.RotateAnnotation), value, "must be "+rotation.Allowed)}
+	}
+	return nil
+}
+
+// validateDropOldKeyRequest checks the annotation that drops the old
+// service account key without waiting for its tokens.
+func validateDropOldKeyRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
+	if value, asked := hcp.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation]; asked && value != "true" {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.DropOldServiceAccountKeyAnnotation), value,
+			`must be "true", which drops the old service account key of the rotation under way without waiting for its tokens to expire; remove the annotation to wait`)}
+	}
+	return nil
 }
 
 // validateRestoreRequest checks the restore-etcd annotation of a control
@@ -338,6 +362,8 @@ func ValidateHostedControlPlane(hcp *v1alpha1.HostedControlPlane) field.ErrorLis
 	errs := validateVersion(spec.Child("version"), hcp.Spec.Version)
 	errs = append(errs, ValidateSettings(spec, &hcp.Spec.ControlPlaneSettings)...)
 	errs = append(errs, validateRestoreRequest(hcp)...)
+	errs = append(errs, validateRotateRequest(hcp)...)
+	errs = append(errs, validateDropOldKeyRequest(hcp)...)
 	return append(errs, validateEndpoint(spec.Child("controlPlaneEndpoint"), hcp)...)
 }
 

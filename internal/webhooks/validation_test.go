@@ -737,3 +737,49 @@ func TestCertificateLifetimes(t *testing.T) {
 		}
 	}
 }
+
+func TestRotateRequest(t *testing.T) {
+	ask := func(value string) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.RotateAnnotation: value}
+		}
+	}
+	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/rotate]"
+	const allowed = "must be a comma-separated list of service-account-key, encryption-key"
+	checkChanges(t, []change{
+		{"the service account key", ask("service-account-key"), ""},
+		{"both", ask("service-account-key, encryption-key"), ""},
+		{"an unknown key", ask("service-account-key,cluster-ca"), path + `: Invalid value: "service-account-key,cluster-ca": ` + allowed},
+		{"nothing", ask(""), path + `: Invalid value: "": ` + allowed},
+	})
+}
+
+func TestDropOldKeyRequest(t *testing.T) {
+	ask := func(value string) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Annotations = map[string]string{v1alpha1.DropOldServiceAccountKeyAnnotation: value}
+		}
+	}
+	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/drop-old-service-account-key]"
+	checkChanges(t, []change{
+		{"true", ask("true"), ""},
+		{"a duration", ask("10m"), path + `: Invalid value: "10m": must be "true", which drops the old service account key of the rotation under way without waiting for its tokens to expire; remove the annotation to wait`},
+		{"false", ask("false"), path + `: Invalid value: "false": must be "true"`},
+	})
+}
+
+func TestTokenLifetime(t *testing.T) {
+	set := func(name, value string) func(*v1alpha1.HostedControlPlane) {
+		return func(h *v1alpha1.HostedControlPlane) {
+			h.Spec.Deployment.APIServer.Args = map[string]string{name: value}
+		}
+	}
+	const path = "spec.deployment.apiServer.args[service-account-max-token-expiration]"
+	checkChanges(t, []change{
+		{"a day", set("service-account-max-token-expiration", "24h"), ""},
+		{"an hour", set("service-account-max-token-expiration", "1h"), ""},
+		{"shorter than an hour", set("service-account-max-token-expiration", "30m"), path + `: Invalid value: "30m": must be a duration from 1h`},
+		{"not a duration", set("service-account-max-token-expiration", "1d"), path + `: Invalid value: "1d"`},
+		{"the other spelling", set("service_account_max_token_expiration", "10m"), "spec.deployment.apiServer.args[service_account_max_token_expiration]: Invalid value"},
+	})
+}

@@ -235,7 +235,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 	})
 
 	t.Run("kubectl exec reaches the pod through konnectivity", func(t *testing.T) {
-		stdout, stderr, err := execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
+		stdout, stderr, err := execIn(ctx, cfg, hosted, "probe", "/probe", "--version")
 		require.NoError(t, err, "exec: stderr %q", stderr)
 		assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
 	})
@@ -245,6 +245,9 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 	})
 
 	if !gateway {
+		t.Run("the service account key rotated with no failed request", func(t *testing.T) {
+			serviceAccountKeyRotatedWithoutFailures(t, cfg, hosted, key, nodeName)
+		})
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.
 		store := startBackupStore(t, ns+"-backups")
@@ -290,7 +293,7 @@ func workerCarriesOnAfterRestore(t *testing.T, store *backupStore, cfg *rest.Con
 	assert.Equal(t, corev1.PodRunning, pod.Status.Phase)
 	var stdout, stderr string
 	eventually(t, 2*time.Minute, "kubectl exec reaches the pod through konnectivity again", func() error {
-		stdout, stderr, err = execIn(ctx, cfg, hosted, "default", "probe", "/probe", "--version")
+		stdout, stderr, err = execIn(ctx, cfg, hosted, "probe", "/probe", "--version")
 		if err != nil {
 			return fmt.Errorf("exec: %w (stderr %q)", err, stderr)
 		}
@@ -459,10 +462,11 @@ func createProbe(t *testing.T, hosted kubernetes.Interface, node, name string, a
 	})
 }
 
-// execIn runs command in a pod's first container through the API server,
-// as kubectl exec does: over WebSocket, falling back to SPDY.
-func execIn(ctx context.Context, cfg *rest.Config, hosted kubernetes.Interface, ns, pod string, command ...string) (string, string, error) {
-	req := hosted.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+// execIn runs command in the first container of a pod in default through
+// the API server, as kubectl exec does: over WebSocket, falling back to
+// SPDY.
+func execIn(ctx context.Context, cfg *rest.Config, hosted kubernetes.Interface, pod string, command ...string) (string, string, error) {
+	req := hosted.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	websocket, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
 	if err != nil {

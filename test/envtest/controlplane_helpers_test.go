@@ -118,12 +118,12 @@ func rollOutDeployment(t *testing.T, ns, name string) {
 	require.NoError(t, RollOutDeployment(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: name}))
 }
 
-// runningPod creates a ready pod of the API server at version, as the
-// Deployment controller, the scheduler and a kubelet would.
+// runningPod creates a ready pod of the API server's current template at
+// version, as the Deployment controller, the scheduler and a kubelet would.
 func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version string) {
 	t.Helper()
 	d := get(t, &appsv1.Deployment{}, hcp.Namespace, hcp.Name+"-apiserver")
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, Name: name, Labels: d.Spec.Template.Labels}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, Name: name, Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations}}
 	pod.Labels["controlplane.cluster.x-k8s.io/kubernetes-version"] = version
 	pod.Spec.Containers = []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:" + version}}
 	require.NoError(t, env.Client.Create(testContext(t), pod))

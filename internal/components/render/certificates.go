@@ -21,6 +21,9 @@ func (in Input) EtcdCASecret() string       { return in.Name("etcd") }
 func (in Input) FrontProxyCASecret() string { return in.Name("proxy") }
 func (in Input) SASecret() string           { return in.Name("sa") }
 
+// SANextSecret holds the new service account key while a rotation runs.
+func (in Input) SANextSecret() string { return in.Name("sa-next") }
+
 // Issuer is a cert-manager Issuer of the control plane.
 func (in Input) Issuer(name string, cfg cmv1.IssuerConfig) *cmv1.Issuer {
 	return &cmv1.Issuer{

@@ -1,0 +1,167 @@
+package rotation
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+// Keys are what the rotate annotation may name.
+var Keys = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey}
+
+// Allowed says what the rotate annotation takes, for messages.
+var Allowed = fmt.Sprintf("a comma-separated list of %s", strings.Join(Keys, ", "))
+
+// Requests are the keys the value of the rotate annotation names, each
+// once, and the names it holds that are none of them.
+func Requests(value string) (keys, unknown []string) {
+	for item := range strings.SplitSeq(value, ",") {
+		item = strings.TrimSpace(item)
+		switch {
+		case slices.Contains(Keys, item):
+			if !slices.Contains(keys, item) {
+				keys = append(keys, item)
+			}
+		default:
+			unknown = append(unknown, item)
+		}
+	}
+	return keys, unknown
+}
+
+// Start is a rotation asked for at now.
+func Start(first v1alpha1.RotationPhase, now time.Time) *v1alpha1.KeyRotation {
+	t := metav1.NewTime(now.UTC().Truncate(time.Second))
+	return &v1alpha1.KeyRotation{Phase: first, Since: t, StartedAt: t}
+}
+
+// Step is what a pass does for a rotation under way.
+type Step struct {
+	// Next is the rotation after the pass: the same one, the next phase, or
+	// nil once the rotation ended.
+	Next *v1alpha1.KeyRotation
+	// Replace asks the pass to write the new key where the old one is.
+	Replace bool
+	// Wake is how soon the pass should look again for what no watch reports
+	// (the end of a wait); zero when a watch brings it back.
+	Wake time.Duration
+	// Message says what the phase is doing or waits for.
+	Message string
+}
+
+// enter moves r into phase at now.
+func enter(r *v1alpha1.KeyRotation, phase v1alpha1.RotationPhase, now time.Time) *v1alpha1.KeyRotation {
+	next := r.DeepCopy()
+	next.Phase, next.Since = phase, metav1.NewTime(now.UTC().Truncate(time.Second))
+	return next
+}
+
+// ServiceAccountObserved is what a pass saw of a rotation of the service
+// account key.
+type ServiceAccountObserved struct {
+	// Rolled: every API server and controller manager pod, terminating
+	// ones included, runs with the keys the phase renders, and their
+	// Deployments have rolled out.
+	Rolled bool
+	// Replaced: <cluster>-sa holds the new key.
+	Replaced bool
+	// MaxTokenLifetime is the longest lifetime the API servers give a
+	// token.
+	MaxTokenLifetime time.Duration
+	// DropOldKey: the user asked not to wait for the old key's tokens to
+	// expire (DropOldServiceAccountKeyAnnotation).
+	DropOldKey bool
+}
+
+// ServiceAccountKey is the step of a rotation of the service account key in
+// r, from what the pass observed at now.
+func ServiceAccountKey(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now time.Time) Step {
+	switch r.Phase {
+	case v1alpha1.TrustingNewKey:
+		if o.Rolled {
+			return Step{Next: enter(r, v1alpha1.SigningWithNewKey, now), Message: "every API server trusts the old and the new key; they and the controller manager roll to sign with the new one"}
+		}
+		return Step{Next: r, Message: "the API servers roll to trust the new key as well as the old; they still sign with the old"}
+	case v1alpha1.SigningWithNewKey:
+		if o.Rolled {
+			return waitForOldTokens(enter(r, v1alpha1.WaitingForOldTokens, now), o, now)
+		}
+		return Step{Next: r, Message: "the API servers and the controller manager roll to sign with the new key; every API server trusts both"}
+	case v1alpha1.WaitingForOldTokens:
+		return waitForOldTokens(r, o, now)
+	default: // DroppingOldKey
+		switch {
+		case !o.Replaced:
+			return Step{Next: r, Replace: true, Message: "the new key replaces the old one in its Secret; the API servers still trust both"}
+		case o.Rolled:
+			return Step{Message: "the API servers trust the new key alone"}
+		}
+		return Step{Next: r, Message: "the API servers roll to trust the new key alone"}
+	}
+}
+
+// waitForOldTokens keeps the old key trusted until every token it signed
+// has expired: the longest lifetime after the last pod stopped signing with
+// it, when r entered WaitingForOldTokens; or until the user asks to drop it
+// sooner, accepting that the tokens it signed are refused from then.
+func waitForOldTokens(r *v1alpha1.KeyRotation, o ServiceAccountObserved, now time.Time) Step {
+	until := r.Since.Add(o.MaxTokenLifetime)
+	if o.DropOldKey && now.Before(until) {
+		return Step{
+			Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,
+			Message: fmt.Sprintf("the old key is dropped before its tokens expired, as %s asked: a token it signed is refused once the API servers rolled; the new key replaces it in its Secret", v1alpha1.DropOldServiceAccountKeyAnnotation),
+		}
+	}
+	if !now.Before(until) {
+		return Step{
+			Next: enter(r, v1alpha1.DroppingOldKey, now), Replace: true,
+			Message: "every token the old key signed has expired; the new key replaces it in its Secret",
+		}
+	}
+	return Step{Next: r, Wake: until.Sub(now), Message: fmt.Sprintf(
+		"nothing signs with the old key any more; it is trusted until %s, when every token it signed has expired (the API servers' longest token lifetime, %s, after the last one stopped signing with it)",
+		until.UTC().Format(time.RFC3339), o.MaxTokenLifetime)}
+}
+
+// EncryptionObserved is what a pass saw of a rotation of the encryption
+// key.
+type EncryptionObserved struct {
+	// Rolled: every API server pod, terminating ones included, runs with
+	// the configuration the phase wrote, and their Deployment has rolled
+	// out.
+	Rolled bool
+	// Rewritten: every Secret was written again with the new key.
+	Rewritten bool
+}
+
+// EncryptionKey is the step of a rotation of the encryption key in r, from
+// what the pass observed at now. A step into another phase asks the pass to
+// write that phase's configuration (AddKey, Promote and Drop of
+// internal/encryption); one to nil, to record the end.
+func EncryptionKey(r *v1alpha1.KeyRotation, o EncryptionObserved, now time.Time) Step {
+	switch r.Phase {
+	case v1alpha1.DecryptingWithNewKey:
+		if o.Rolled {
+			return Step{Next: enter(r, v1alpha1.EncryptingWithNewKey, now), Message: "every API server decrypts with the new key; they roll to encrypt with it"}
+		}
+		return Step{Next: r, Message: "the API servers roll to decrypt with the new key as well; they still encrypt with the old"}
+	case v1alpha1.EncryptingWithNewKey:
+		switch {
+		case o.Rolled && o.Rewritten:
+			return Step{Next: enter(r, v1alpha1.DroppingOldKey, now), Message: "every Secret is stored with the new key; the API servers roll without the old one"}
+		case o.Rolled:
+			return Step{Next: r, Message: "every API server encrypts with the new key; every Secret is written again with it (EncryptionReady counts them)"}
+		}
+		return Step{Next: r, Message: "the API servers roll to encrypt with the new key; every API server decrypts with both"}
+	default: // DroppingOldKey
+		if o.Rolled {
+			return Step{Message: "the API servers encrypt and decrypt with the new key alone"}
+		}
+		return Step{Next: r, Message: "the API servers roll without the old key; every Secret is stored with the new one"}
+	}
+}

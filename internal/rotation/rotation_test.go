@@ -1,0 +1,152 @@
+package rotation
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+)
+
+func TestRequests(t *testing.T) {
+	keys, unknown := Requests("service-account-key, encryption-key,service-account-key")
+	assert.Equal(t, []string{"service-account-key", "encryption-key"}, keys)
+	assert.Empty(t, unknown)
+	keys, unknown = Requests("service-account-key,cluster-ca,")
+	assert.Equal(t, []string{"service-account-key"}, keys)
+	assert.Equal(t, []string{"cluster-ca", ""}, unknown)
+}
+
+// A rotation of the service account key moves one phase at a time, each
+// only once the pods run what it renders; the old key is dropped only after
+// the longest token lifetime since the last pod stopped signing with it,
+// and only once its Secret holds the new key.
+func TestServiceAccountKeyPhases(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	life := 24 * time.Hour
+	r := Start(v1alpha1.TrustingNewKey, t0)
+	assert.Equal(t, t0, r.StartedAt.Time)
+
+	step := ServiceAccountKey(r, ServiceAccountObserved{MaxTokenLifetime: life}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "the API servers have not all rolled")
+	assert.Contains(t, step.Message, "roll to trust the new key as well as the old")
+
+	t1 := t0.Add(3 * time.Minute)
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life}, t1)
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.SigningWithNewKey, step.Next.Phase)
+	assert.Equal(t, t1, step.Next.Since.Time)
+	assert.Equal(t, t0, step.Next.StartedAt.Time, "when it was asked for stays")
+	assert.Equal(t, v1alpha1.TrustingNewKey, r.Phase, "the status read is not changed in place")
+	r = step.Next
+
+	step = ServiceAccountKey(r, ServiceAccountObserved{MaxTokenLifetime: life}, t1.Add(time.Minute))
+	assert.Equal(t, r, step.Next)
+
+	t2 := t1.Add(4 * time.Minute)
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life}, t2)
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.WaitingForOldTokens, step.Next.Phase)
+	assert.Equal(t, t2, step.Next.Since.Time)
+	assert.Equal(t, life, step.Wake, "looks again when the last token has expired")
+	assert.Contains(t, step.Message, "trusted until 2026-11-27T05:07:00Z")
+	assert.False(t, step.Replace)
+	r = step.Next
+
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life}, t2.Add(life-time.Second))
+	assert.Equal(t, r, step.Next, "a second before the last token expires, the old key is still trusted")
+	assert.Equal(t, time.Second, step.Wake)
+
+	t3 := t2.Add(life)
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life}, t3)
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase)
+	assert.True(t, step.Replace)
+	r = step.Next
+
+	// Until <cluster>-sa holds the new key, the pods keep both (the
+	// rendering of the phase before), which counts as rolled: the copy is
+	// asked for again.
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life}, t3.Add(time.Second))
+	assert.Equal(t, r, step.Next)
+	assert.True(t, step.Replace)
+
+	step = ServiceAccountKey(r, ServiceAccountObserved{Replaced: true, MaxTokenLifetime: life}, t3.Add(2*time.Second))
+	assert.Equal(t, r, step.Next, "the API servers roll to trust the new key alone")
+	assert.False(t, step.Replace)
+
+	step = ServiceAccountKey(r, ServiceAccountObserved{Replaced: true, Rolled: true, MaxTokenLifetime: life}, t3.Add(time.Minute))
+	assert.Nil(t, step.Next, "the rotation ended")
+}
+
+// A shorter lifetime set in the API servers' args shortens the wait.
+func TestServiceAccountKeyWaitFollowsTheLifetime(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	r := Start(v1alpha1.TrustingNewKey, t0)
+	r.Phase = v1alpha1.WaitingForOldTokens
+	step := ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: time.Hour}, t0.Add(time.Hour))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase)
+}
+
+// A rotation of the encryption key moves on only once every API server runs
+// the configuration of its phase, and drops the old key only once every
+// Secret was written again with the new one.
+func TestEncryptionKeyPhases(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	r := Start(v1alpha1.DecryptingWithNewKey, t0)
+	r.Key = "key-20261126T050000Z"
+
+	step := EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "not before every API server decrypts with the new key")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true}, t0.Add(2*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.EncryptingWithNewKey, step.Next.Phase)
+	assert.Equal(t, r.Key, step.Next.Key)
+	r = step.Next
+
+	step = EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(3*time.Minute))
+	assert.Equal(t, r, step.Next, "a rewrite counts only once every API server encrypts with the new key")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true}, t0.Add(4*time.Minute))
+	assert.Equal(t, r, step.Next, "not before every Secret was rewritten")
+	assert.Contains(t, step.Message, "EncryptionReady counts them")
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true, Rewritten: true}, t0.Add(5*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase)
+	r = step.Next
+
+	step = EncryptionKey(r, EncryptionObserved{Rewritten: true}, t0.Add(6*time.Minute))
+	assert.Equal(t, r, step.Next)
+	step = EncryptionKey(r, EncryptionObserved{Rolled: true, Rewritten: true}, t0.Add(7*time.Minute))
+	assert.Nil(t, step.Next, "the rotation ended")
+}
+
+// Asked to drop the old key, a rotation ends the wait for its tokens at
+// once, or skips it when it gets there; never sooner.
+func TestServiceAccountKeyWaitEndedByTheUser(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	life := 24 * time.Hour
+	r := Start(v1alpha1.TrustingNewKey, t0)
+	step := ServiceAccountKey(r, ServiceAccountObserved{Rolled: false, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "the API servers trust the new key first")
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.SigningWithNewKey, step.Next.Phase, "and every pod signs with it before the old one goes")
+	assert.False(t, step.Replace)
+
+	r.Phase = v1alpha1.SigningWithNewKey
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(2*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase, "no wait once nothing signs with the old key")
+	assert.True(t, step.Replace)
+	assert.Contains(t, step.Message, "the old key is dropped before its tokens expired, as controlplane.cluster.x-k8s.io/drop-old-service-account-key asked")
+
+	r.Phase = v1alpha1.WaitingForOldTokens
+	step = ServiceAccountKey(r, ServiceAccountObserved{Rolled: true, MaxTokenLifetime: life, DropOldKey: true}, t0.Add(time.Hour))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase, "the wait ends")
+	assert.Equal(t, t0.Add(time.Hour), step.Next.Since.Time)
+	assert.Zero(t, step.Wake)
+}
