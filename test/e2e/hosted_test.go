@@ -141,6 +141,11 @@ func TestHostedControlPlane(t *testing.T) {
 			}
 			return nil
 		})
+		// The request refused stays pending until taken; taken once the
+		// grant exists, it would be a snapshot of whatever is written then.
+		before := hcp.DeepCopy()
+		delete(hcp.Annotations, v1alpha1.BackupNowAnnotation)
+		require.NoError(t, k8s.Patch(testContext(t), hcp, client.MergeFrom(before)))
 		store.grant(t, ns)
 	})
 	var planted plantedSecret
