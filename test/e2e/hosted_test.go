@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -104,12 +105,18 @@ func TestHostedControlPlane(t *testing.T) {
 	})
 
 	t.Run("the control plane's pods run", func(t *testing.T) {
-		assertReadyPods(t, ns, "direct-etcd", 3)
-		assertReadyPods(t, ns, "direct-apiserver", 2)
+		// Available needs one API server; the second may still be starting.
 		hcp := &v1alpha1.HostedControlPlane{}
-		require.NoError(t, k8s.Get(testContext(t), key, hcp))
+		eventually(t, 2*time.Minute, "every pod ready", func() error {
+			if err := cmp.Or(readyPods(t, ns, "direct-etcd", 3), readyPods(t, ns, "direct-apiserver", 2), k8s.Get(testContext(t), key, hcp)); err != nil {
+				return err
+			}
+			if ready := ptr.Deref(hcp.Status.ReadyReplicas, 0); ready != 2 {
+				return fmt.Errorf("status.readyReplicas %d", ready)
+			}
+			return nil
+		})
 		assert.Equal(t, []string{images.KubeVersion}, versions(hcp))
-		assert.Equal(t, int32(2), ptr.Deref(hcp.Status.ReadyReplicas, 0))
 	})
 
 	t.Run("network policies keep other tenants out and the API servers in", func(t *testing.T) {
@@ -253,19 +260,24 @@ func restoredCluster(name, version, secretNamespace, fromCluster string, apiServ
 		etcdMembers, secretNamespace, from), 1)
 }
 
-// assertReadyPods checks that the Deployment or StatefulSet name has want
-// pods, all ready.
-func assertReadyPods(t *testing.T, ns, name string, want int) {
+// readyPods checks that the Deployment or StatefulSet name has want pods,
+// all ready.
+func readyPods(t *testing.T, ns, name string, want int) error {
 	t.Helper()
 	pods := &corev1.PodList{}
-	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+	if err := k8s.List(testContext(t), pods, client.InNamespace(ns)); err != nil {
+		return err
+	}
 	ready := 0
 	for _, p := range pods.Items {
 		if owner := metav1.GetControllerOf(&p); owner != nil && (owner.Name == name || isReplicaSetOf(ns, owner.Name, name)) && podReady(&p) {
 			ready++
 		}
 	}
-	assert.Equal(t, want, ready, "ready pods of %s", name)
+	if ready != want {
+		return fmt.Errorf("%d ready pods of %s, not %d", ready, name, want)
+	}
+	return nil
 }
 
 func isReplicaSetOf(ns, replicaSet, deployment string) bool {
