@@ -252,7 +252,10 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 }
 
 // apiServersRolledOut waits until every API server pod runs the
-// Deployment's newest template and is ready.
+// Deployment's newest template and is ready, and no pod of an older one is
+// left: a terminating API server still answers on the connections it has
+// (a client's kept-alive one among them) until it exits, and the
+// Deployment's status no longer counts it.
 func apiServersRolledOut(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	eventually(t, 5*time.Minute, "the API servers rolled out", func() error {
@@ -263,6 +266,15 @@ func apiServersRolledOut(t *testing.T, key client.ObjectKey) {
 		want := ptr.Deref(d.Spec.Replicas, 1)
 		if s := d.Status; d.Generation != s.ObservedGeneration || s.Replicas != want || s.UpdatedReplicas != want || s.ReadyReplicas != want {
 			return fmt.Errorf("generation %d observed %d: %d pods, %d up to date, %d ready of %d", d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, want)
+		}
+		pods := &corev1.PodList{}
+		if err := k8s.List(testContext(t), pods, client.InNamespace(key.Namespace), client.MatchingLabels{
+			contract.ComponentLabel: contract.APIServerComponent, contract.InstanceLabel: key.Name,
+		}); err != nil {
+			return err
+		}
+		if len(pods.Items) != int(want) {
+			return fmt.Errorf("%d API server pods, terminating ones among them, where %d run", len(pods.Items), want)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -26,8 +27,10 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
@@ -102,12 +105,18 @@ func TestHostedControlPlane(t *testing.T) {
 	})
 
 	t.Run("the control plane's pods run", func(t *testing.T) {
-		assertReadyPods(t, ns, "direct-etcd", 3)
-		assertReadyPods(t, ns, "direct-apiserver", 2)
+		// Available needs one API server; the second may still be starting.
 		hcp := &v1alpha1.HostedControlPlane{}
-		require.NoError(t, k8s.Get(testContext(t), key, hcp))
+		eventually(t, 2*time.Minute, "every pod ready", func() error {
+			if err := cmp.Or(readyPods(t, ns, "direct-etcd", 3), readyPods(t, ns, "direct-apiserver", 2), k8s.Get(testContext(t), key, hcp)); err != nil {
+				return err
+			}
+			if ready := ptr.Deref(hcp.Status.ReadyReplicas, 0); ready != 2 {
+				return fmt.Errorf("status.readyReplicas %d", ready)
+			}
+			return nil
+		})
 		assert.Equal(t, []string{images.KubeVersion}, versions(hcp))
-		assert.Equal(t, int32(2), ptr.Deref(hcp.Status.ReadyReplicas, 0))
 	})
 
 	t.Run("network policies keep other tenants out and the API servers in", func(t *testing.T) {
@@ -139,6 +148,11 @@ func TestHostedControlPlane(t *testing.T) {
 			}
 			return nil
 		})
+		// The request refused stays pending until taken; taken once the
+		// grant exists, it would be a snapshot of whatever is written then.
+		before := hcp.DeepCopy()
+		delete(hcp.Annotations, v1alpha1.BackupNowAnnotation)
+		require.NoError(t, k8s.Patch(testContext(t), hcp, client.MergeFrom(before)))
 		store.grant(t, ns)
 	})
 	var planted plantedSecret
@@ -162,38 +176,108 @@ func TestHostedControlPlane(t *testing.T) {
 		planted.key = hcp.Status.Encryption.Key
 	})
 
+	var copied client.ObjectKey
+	t.Run("a Cluster of another namespace restores these snapshots only once their owner's ReferenceGrant allows it", func(t *testing.T) {
+		copied = copiedOnlyWithGrant(t, store, key, planted)
+	})
+
 	t.Run("the Cluster created again with restore: latest has every ConfigMap and the encrypted Secret back", func(t *testing.T) {
 		start := time.Now()
-		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace))
+		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace, "", 2, 3))
 		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
 		t.Logf("Available %s after the Cluster was created again from its final snapshot", time.Since(start).Round(time.Second))
 		everyConfigMapRestored(t, store, key, backupConfigMaps)
 		planted.readBack(t, key)
 		deleteClusters(t, key)
+		if copied.Name != "" {
+			deleteClusters(t, copied)
+		}
 	})
 }
 
-// restoredCluster is hostedCluster with backups into the store's Secret in
-// secretNamespace and etcd restored from the latest snapshot.
-func restoredCluster(name, version, secretNamespace string) string {
-	return strings.Replace(hostedCluster(name, version, 2, 3), "etcd: {replicas: 3, volumeSize: 1Gi}", fmt.Sprintf(
-		`etcd: {replicas: 3, volumeSize: 1Gi, backup: {schedule: "0 0 1 1 *", secret: {name: s3, namespace: %s}}, restore: {snapshot: latest}}`,
-		secretNamespace), 1)
+// copiedOnlyWithGrant creates, in a namespace of its own, a Cluster whose
+// etcd restores the latest snapshot of the deleted Cluster from, as a user
+// copies a cluster (its encryption key copied first, as the README says):
+// refused, with nothing of the store read, until the owner of from's
+// namespace grants it; then the copy comes up with from's ConfigMaps and
+// planted Secret. It returns the copy's key.
+func copiedOnlyWithGrant(t *testing.T, store *backupStore, from client.ObjectKey, planted plantedSecret) client.ObjectKey {
+	ctx := testContext(t)
+	key := client.ObjectKey{Namespace: namespace(t, "copy"), Name: "copy"}
+	store.grant(t, key.Namespace)
+	kept := &corev1.Secret{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: from.Namespace, Name: from.Name + "-encryption"}, kept))
+	require.NoError(t, k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + "-encryption"},
+		Data:       map[string][]byte{"encryption-config.yaml": kept.Data["encryption-config.yaml"]},
+	}))
+	apply(t, key.Namespace, restoredCluster(key.Name, images.KubeVersion, store.secretNamespace, from.String(), 1, 1))
+	eventually(t, 2*time.Minute, "EtcdRestored RefNotPermitted", func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c == nil || c.Reason != v1alpha1.RefNotPermittedReason {
+			return fmt.Errorf("EtcdRestored: %+v", c)
+		}
+		return nil
+	})
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: contract.EtcdRestoreSecretName(key.Name)}, &corev1.Secret{})
+	require.True(t, apierrors.IsNotFound(err), "no restore Secret, so no URL of the snapshot, without the grant: %v", err)
+
+	start := time.Now()
+	require.NoError(t, k8s.Create(ctx, &gatewayv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: from.Namespace, Name: "copies-in-" + key.Namespace},
+		Spec: gatewayv1beta1.ReferenceGrantSpec{
+			From: []gatewayv1beta1.ReferenceGrantFrom{{Group: gatewayv1beta1.Group(v1alpha1.GroupVersion.Group), Kind: "HostedControlPlane", Namespace: gatewayv1beta1.Namespace(key.Namespace)}},
+			To:   []gatewayv1beta1.ReferenceGrantTo{{Group: gatewayv1beta1.Group(clusterv1.GroupVersion.Group), Kind: "Cluster", Name: ptr.To(gatewayv1beta1.ObjectName(from.Name))}},
+		},
+	}))
+	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 10*time.Minute))
+	t.Logf("Available %s after the grant", time.Since(start).Round(time.Second))
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, key, hcp))
+	require.NotNil(t, hcp.Status.Etcd.RestoredFrom)
+	keys := store.snapshotKeys(t, from)
+	require.Equal(t, keys[len(keys)-1], hcp.Status.Etcd.RestoredFrom.Key, "the latest snapshot of %s", from)
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	writtenConfigMapsAre(t, hosted, backupConfigMaps)
+	planted.readBack(t, key)
+	return key
 }
 
-// assertReadyPods checks that the Deployment or StatefulSet name has want
-// pods, all ready.
-func assertReadyPods(t *testing.T, ns, name string, want int) {
+// restoredCluster is hostedCluster with backups into the store's Secret in
+// secretNamespace and etcd restored from the latest snapshot of fromCluster
+// (<namespace>/<name>; its own when empty).
+func restoredCluster(name, version, secretNamespace, fromCluster string, apiServers, etcdMembers int) string {
+	from := ""
+	if fromCluster != "" {
+		from = ", fromCluster: " + fromCluster
+	}
+	return strings.Replace(hostedCluster(name, version, apiServers, etcdMembers), fmt.Sprintf("etcd: {replicas: %d, volumeSize: 1Gi}", etcdMembers), fmt.Sprintf(
+		`etcd: {replicas: %d, volumeSize: 1Gi, backup: {schedule: "0 0 1 1 *", secret: {name: s3, namespace: %s}}, restore: {snapshot: latest%s}}`,
+		etcdMembers, secretNamespace, from), 1)
+}
+
+// readyPods checks that the Deployment or StatefulSet name has want pods,
+// all ready.
+func readyPods(t *testing.T, ns, name string, want int) error {
 	t.Helper()
 	pods := &corev1.PodList{}
-	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+	if err := k8s.List(testContext(t), pods, client.InNamespace(ns)); err != nil {
+		return err
+	}
 	ready := 0
 	for _, p := range pods.Items {
 		if owner := metav1.GetControllerOf(&p); owner != nil && (owner.Name == name || isReplicaSetOf(ns, owner.Name, name)) && podReady(&p) {
 			ready++
 		}
 	}
-	assert.Equal(t, want, ready, "ready pods of %s", name)
+	if ready != want {
+		return fmt.Errorf("%d ready pods of %s, not %d", ready, name, want)
+	}
+	return nil
 }
 
 func isReplicaSetOf(ns, replicaSet, deployment string) bool {
