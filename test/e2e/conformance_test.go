@@ -37,6 +37,8 @@ type conformanceMode struct {
 // every other test relies on (taints, node labels, the cluster's pods), and
 // disruptive ones restart or break nodes: both only in the long mode, and
 // the disruptive ones not even there, as the workers share one host.
+// CONFORMANCE_SIGS narrows a mode to the tests of some SIGs (e.g.
+// network,storage), so that a long run can be split into parts.
 var conformanceModes = map[string]conformanceMode{
 	// The tests that depend most on how a hosted control plane is wired:
 	// the API server calling webhooks and an aggregated API server in pods
@@ -79,7 +81,7 @@ var conformanceWorkers = []workerSpec{
 // subset make test runs), full (every conformance test but the serial and
 // disruptive ones, make conformance) or long (serial ones too). The
 // suite's JUnit report lands in CONFORMANCE_REPORT (default
-// bin/conformance/report-<mode>); the test prints the totals of the
+// bin/conformance/report-<mode>[-<sigs>]); the test prints the totals of the
 // conformance tests in it and the reason of every failure and skip, and
 // fails when any failed.
 func TestConformance(t *testing.T) {
@@ -89,6 +91,12 @@ func TestConformance(t *testing.T) {
 	}
 	mode, ok := conformanceModes[modeName]
 	require.True(t, ok, "CONFORMANCE=%q: want ci, full or long", modeName)
+	part := modeName
+	if sigs := os.Getenv("CONFORMANCE_SIGS"); sigs != "" {
+		require.Regexp(t, `^[a-z-]+(,[a-z-]+)*$`, sigs, "CONFORMANCE_SIGS: want SIG names separated by commas, such as network,storage")
+		mode.focus = `\[sig-(` + strings.ReplaceAll(sigs, ",", "|") + `)\] .*(` + mode.focus + `)`
+		part += "-" + strings.ReplaceAll(sigs, ",", "-")
+	}
 	t.Parallel()
 	ctx := testContext(t)
 	start := time.Now()
@@ -120,7 +128,7 @@ func TestConformance(t *testing.T) {
 	kubeconfig := writeGatewayKubeconfig(t, key)
 	report := os.Getenv("CONFORMANCE_REPORT")
 	if report == "" {
-		report = filepath.Join(root, "bin", "conformance", "report-"+modeName)
+		report = filepath.Join(root, "bin", "conformance", "report-"+part)
 	}
 	require.NoError(t, os.RemoveAll(report))
 	require.NoError(t, os.MkdirAll(report, 0o755))
@@ -170,7 +178,7 @@ func TestConformance(t *testing.T) {
 		t.Logf("FAILED: %s", r)
 	}
 	summary := fmt.Sprintf("%d passed, %d failed, %d skipped", len(results.passed), len(results.failed), len(results.skipped))
-	t.Logf("conformance (%s, JUnit in %s): %s", modeName, report, summary)
+	t.Logf("conformance (%s, JUnit in %s): %s", part, report, summary)
 	// The plain line a reader of make conformance looks for.
 	fmt.Println(summary)
 	assert.NotEmpty(t, results.passed, "some conformance test ran")
