@@ -119,7 +119,7 @@ unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
-	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 20m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (grep -E -A12 '^ +[a-z0-9_]+_test\.go:[0-9]+: |^--- FAIL|^panic:' $(BIN)/envtest.log | grep -v -E '^ *[EIW][0-9]{4} |^=== RUN' | head -300; exit 1)
+	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (grep -E -A12 '^ +[a-z0-9_]+_test\.go:[0-9]+: |^--- FAIL|^panic:' $(BIN)/envtest.log | grep -v -E '^ *[EIW][0-9]{4} |^=== RUN' | head -300; exit 1)
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
