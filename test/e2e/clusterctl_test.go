@@ -157,10 +157,10 @@ func TestClusterctl(t *testing.T) {
 		eventually(t, 3*time.Minute, "the provider is gone", func() error {
 			ctx := testContext(t)
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "hosted-control-plane-system", Name: "hcp-controller"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Deployment hcp-controller: %v", err)
+				return fmt.Errorf("Deployment hcp-controller still there (%w)", err)
 			}
 			if err := k8s.Get(ctx, client.ObjectKey{Name: "hostedcontrolplanes.controlplane.cluster.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("CRD hostedcontrolplanes: %v", err)
+				return fmt.Errorf("CRD hostedcontrolplanes still there (%w)", err)
 			}
 			return nil
 		})
