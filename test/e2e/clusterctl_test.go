@@ -57,8 +57,9 @@ func clusterctlRun() bool { return os.Getenv("E2E_CLUSTERCTL") != "" }
 // annotation; clusterctl delete removes the provider.
 //
 // The suite's Cluster API core provider was installed from its module, as
-// every run installs it; the test records it in clusterctl's inventory as
-// clusterctl init would have, and serves its components and metadata from
+// every run installs it; the test records it in clusterctl's inventory and
+// labels its CRDs as clusterctl init would have, and serves its components
+// and metadata from
 // the same local repository, so that clusterctl finds the contract it
 // implements.
 func TestClusterctl(t *testing.T) {
@@ -93,7 +94,7 @@ func TestClusterctl(t *testing.T) {
 
 	t.Run("clusterctl describe cluster shows the control plane's conditions", func(t *testing.T) {
 		out := ctl.run(t, "describe", "cluster", key.Name, "-n", ns, "--show-conditions", "all")
-		assert.Contains(t, out, "HostedControlPlane/"+key.Name)
+		assert.Contains(t, out, "HostedControlPlane "+key.String())
 		for _, c := range []string{v1alpha1.EtcdReadyCondition, v1alpha1.APIServerReadyCondition, v1alpha1.CertificatesReadyCondition} {
 			assert.Contains(t, out, c)
 		}
@@ -225,6 +226,16 @@ type: CoreProvider
 version: %s
 `, images.CAPIVersion)), "")
 	})
+
+	// clusterctl labels what it installs; move finds the kinds to move by
+	// that label on their CRDs.
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	require.NoError(t, k8s.List(testContext(t), crds, client.MatchingLabels{"cluster.x-k8s.io/provider": "cluster-api"}))
+	require.NotEmpty(t, crds.Items)
+	for i := range crds.Items {
+		require.NoError(t, k8s.Patch(testContext(t), &crds.Items[i], client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"clusterctl.cluster.x-k8s.io":""}}}`))))
+	}
 
 	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`providers:
