@@ -126,6 +126,15 @@ test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end te
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
+# Releases TestClusterctl installs and upgrades between (the oldest and the newest).
+CLUSTERCTL_RELEASES ?= v0.1.0 v0.2.0
+
+.PHONY: test-clusterctl
+test-clusterctl: host-packages $(KUSTOMIZE) manifests images clusterctl ## Install, upgrade and delete the provider with a real clusterctl in a local management cluster, from a local repository of CLUSTERCTL_RELEASES (root; not run by CI).
+	for v in $(CLUSTERCTL_RELEASES); do $(MAKE) release VERSION=$$v || exit 1; done
+	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) E2E_CLUSTERCTL=$(CLUSTERCTL) E2E_CLUSTERCTL_REPOSITORY=$(CURDIR)/dist \
+		go test -count=1 . -run '^TestClusterctl$$' -v -timeout 60m 2>&1 | tee $(BIN)/e2e-clusterctl.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:)|_test.go' || (tail -150 $(BIN)/e2e-clusterctl.log; exit 1)
+
 # install-missing installs the Debian packages $(1) that are not installed.
 define install-missing
 	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

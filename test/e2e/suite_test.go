@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,7 +42,9 @@ var (
 // TestMain brings up the local management cluster with the provider
 // installed, runs the tests and tears everything down. The tests run only
 // with E2E=1 (make test-e2e sets it), as they need root, containerd, runc and
-// the CNI plugins.
+// the CNI plugins. With E2E_CLUSTERCTL set (make test-clusterctl) the
+// provider is left out and TestClusterctl runs alone: it installs the
+// provider with clusterctl.
 //
 // Each test works in namespaces of its own. Those that touch what others
 // rely on (the controller's pod, which TestControllerKilledWhileProvisioning
@@ -90,12 +93,21 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start = time.Now()
-	if err := local.Install(ctx, root, k8s); err != nil {
+	if err := local.Install(ctx, root, k8s, clusterctlRun()); err != nil {
 		fmt.Println(err)
 		dumpPods(ctx, os.Stdout)
 		return 1
 	}
 	fmt.Printf("e2e: provider installed in %s\n", time.Since(start).Round(time.Second))
+	if clusterctlRun() {
+		// The provider is TestClusterctl's to install, upgrade and delete:
+		// no other test can run beside it.
+		flag.Parse()
+		if err := flag.Set("test.run", "^TestClusterctl$"); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
 	return m.Run()
 }
 

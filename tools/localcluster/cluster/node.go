@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +92,69 @@ func ctrAt(ctx context.Context, socket string, args ...string) (string, error) {
 // kubelet finds them: nothing is ever pulled.
 func (c *Cluster) importImages(ctx context.Context) error {
 	return importTarballs(ctx, c.layout.containerdSocket(), c.cfg.Tarballs)
+}
+
+// ImportPinned loads OCI archives of one image each, such as a release's
+// (make release), into the node's image store, named as each archive's
+// index names it and also by its repository and digest, as the release's
+// manifests pin it: the kubelet finds a pinned image only by that name, and
+// nothing is ever pulled.
+func (c *Cluster) ImportPinned(ctx context.Context, archives ...string) error {
+	for _, archive := range archives {
+		ref, digest, err := archiveImage(archive)
+		if err != nil {
+			return err
+		}
+		if err := importTarballs(ctx, c.layout.containerdSocket(), []string{archive}); err != nil {
+			return err
+		}
+		pinned := ref
+		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+			pinned = ref[:i]
+		}
+		pinned += "@" + digest
+		if _, err := c.ctr(ctx, "images", "tag", "--force", ref, pinned); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// archiveImage is the reference and manifest digest of the one image an OCI
+// archive's index.json names.
+func archiveImage(archive string) (ref, digest string, err error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", "", fmt.Errorf("%s has no index.json", archive)
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %w", archive, err)
+		}
+		if strings.TrimPrefix(hdr.Name, "./") != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct {
+				Digest      string            `json:"digest"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return "", "", fmt.Errorf("%s: index.json: %w", archive, err)
+		}
+		if len(index.Manifests) != 1 || index.Manifests[0].Annotations["org.opencontainers.image.ref.name"] == "" {
+			return "", "", fmt.Errorf("%s: index.json names %d images, want one with its reference", archive, len(index.Manifests))
+		}
+		m := index.Manifests[0]
+		return m.Annotations["org.opencontainers.image.ref.name"], m.Digest, nil
+	}
 }
 
 // importTarballs loads OCI image tarballs into the containerd at socket.

@@ -50,8 +50,10 @@ func ClusterConfig(ctx context.Context, root, dir string, log io.Writer) (cluste
 
 // Install installs cert-manager, Cluster API, Traefik with the Gateway
 // capi/capi-system, and the provider (from
-// dist/control-plane-components.yaml) into the cluster c reaches.
-func Install(ctx context.Context, root string, c client.Client) error {
+// dist/control-plane-components.yaml) into the cluster c reaches; the
+// provider is left out when withoutProvider is set, for clusterctl to
+// install.
+func Install(ctx context.Context, root string, c client.Client, withoutProvider bool) error {
 	certManager, err := envtest.ModuleDir("github.com/cert-manager/cert-manager")
 	if err != nil {
 		return err
@@ -77,5 +79,6 @@ func Install(ctx context.Context, root string, c client.Client) error {
 		CertManagerImage: "hostedcp.test/cert-manager:" + images.CertManagerVersion,
 		ClusterAPIImage:  "registry.k8s.io/cluster-api/cluster-api-controller:" + images.CAPIVersion,
 		TraefikImage:     images.TraefikImage,
+		WithoutProvider:  withoutProvider,
 	})
 }

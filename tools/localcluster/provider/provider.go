@@ -36,6 +36,9 @@ type Config struct {
 	CertManagerCRDs, ClusterAPIConfig, GatewayAPICRDs string
 	// Images run by the installed Deployments.
 	CertManagerImage, ClusterAPIImage, TraefikImage string
+	// WithoutProvider leaves this project's provider out, for clusterctl
+	// to install.
+	WithoutProvider bool
 }
 
 //go:embed manifests/cert-manager.yaml
@@ -64,6 +67,9 @@ func Install(ctx context.Context, c client.Client, cfg Config) error {
 		{"Cluster API", installClusterAPI},
 		{"Gateway API and Traefik", installGateway},
 		{"hosted control plane provider", installProvider},
+	}
+	if cfg.WithoutProvider {
+		steps = steps[:len(steps)-1]
 	}
 	for _, s := range steps {
 		if err := s.run(ctx, c, cfg); err != nil {
@@ -220,21 +226,25 @@ func installProvider(ctx context.Context, c client.Client, cfg Config) error {
 			return err
 		}
 	}
-	return cluster.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		ext := &unstructured.Unstructured{}
-		ext.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfig"})
-		if err := c.Get(ctx, client.ObjectKey{Name: "hcp-extension"}, ext); err != nil {
-			return err
+	return cluster.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error { return ExtensionDiscovered(ctx, c) }, nil)
+}
+
+// ExtensionDiscovered tells whether Cluster API has discovered the
+// provider's Runtime SDK extension.
+func ExtensionDiscovered(ctx context.Context, c client.Client) error {
+	ext := &unstructured.Unstructured{}
+	ext.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfig"})
+	if err := c.Get(ctx, client.ObjectKey{Name: "hcp-extension"}, ext); err != nil {
+		return err
+	}
+	conds, _, _ := unstructured.NestedSlice(ext.Object, "status", "conditions")
+	for _, cond := range conds {
+		m, _ := cond.(map[string]any)
+		if m["type"] == "Discovered" && m["status"] == string(metav1.ConditionTrue) {
+			return nil
 		}
-		conds, _, _ := unstructured.NestedSlice(ext.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if m["type"] == "Discovered" && m["status"] == string(metav1.ConditionTrue) {
-				return nil
-			}
-		}
-		return fmt.Errorf("ExtensionConfig hcp-extension not discovered yet: %v", conds)
-	}, nil)
+	}
+	return fmt.Errorf("ExtensionConfig hcp-extension not discovered yet: %v", conds)
 }
 
 // WaitAvailable waits until every replica of a Deployment is available.

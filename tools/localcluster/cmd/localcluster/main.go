@@ -93,7 +93,7 @@ func up(ctx context.Context, dir string, gateway bool) error {
 		return err
 	}
 	fmt.Println("localcluster: installing cert-manager, Cluster API, Traefik with the Gateway capi/capi-system, and the provider")
-	if err := local.Install(ctx, root, c); err != nil {
+	if err := local.Install(ctx, root, c, false); err != nil {
 		return err
 	}
 	sample := filepath.Join(root, "config", "samples", "quickstart.yaml")
