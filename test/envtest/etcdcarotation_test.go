@@ -22,8 +22,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -219,8 +219,10 @@ func (e *etcdMembers) start(t *testing.T, m *etcdMember, state string) {
 	dir := t.TempDir()
 	args := mountInto(t, e.ns, dir, sts.Spec.Template.Spec.Volumes, sts.Spec.Template.Spec.Containers[0])
 	args = slices.DeleteFunc(args, func(a string) bool {
-		return slices.ContainsFunc([]string{"name", "data-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
-			"initial-advertise-peer-urls", "listen-metrics-urls"}, func(flag string) bool { return strings.HasPrefix(a, "--"+flag+"=") })
+		return slices.ContainsFunc([]string{
+			"name", "data-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
+			"initial-advertise-peer-urls", "listen-metrics-urls",
+		}, func(flag string) bool { return strings.HasPrefix(a, "--"+flag+"=") })
 	})
 	args = append(args, "--name="+m.name, "--data-dir="+m.dataDir,
 		fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d,https://%s:%d", m.clientPort, m.podIP, contract.EtcdClientPort),
@@ -401,14 +403,16 @@ func startLoad(t *testing.T, ns, cluster string, ports []int) *load {
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
 		require.NoError(t, err)
 		cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+		cfg.QPS, cfg.Burst = 100, 100
 		l.clients[port] = kubernetes.NewForConfigOrDie(cfg)
 		l.gates[port], l.serving[port] = &sync.RWMutex{}, true
 	}
-	ctx, cancel := context.WithCancel(testContext(t))
+	// Not testContext's: the load runs longer than its two minutes.
+	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
-	_, err := l.clients[ports[0]].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
+	_, err := l.clients[ports[0]].CoreV1().Namespaces().Create(testContext(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = l.clients[ports[0]].CoreV1().ConfigMaps("load").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
+	_, err = l.clients[ports[0]].CoreV1().ConfigMaps("load").Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	go func() {
 		defer close(l.done)
@@ -492,6 +496,12 @@ func (l *load) stop() (int, []string) {
 // certificate is not verified).
 func signedClient(t *testing.T, secret *corev1.Secret) *tls.Config {
 	t.Helper()
+	return signedClientOf(t, secret, "intruder")
+}
+
+// signedClientOf is signedClient with commonName as its subject.
+func signedClientOf(t *testing.T, secret *corev1.Secret, commonName string) *tls.Config {
+	t.Helper()
 	caCert := parseCert(t, secret.Data["tls.crt"])
 	block, _ := pem.Decode(secret.Data["tls.key"])
 	require.NotNil(t, block)
@@ -500,7 +510,7 @@ func signedClient(t *testing.T, secret *corev1.Secret) *tls.Config {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "intruder"},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: commonName},
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
