@@ -43,14 +43,18 @@ type authorityKind struct {
 var authorityKinds = []authorityKind{
 	{
 		key: v1alpha1.RotateEtcdCA, condition: v1alpha1.EtcdCAReadyCondition, title: "etcd CA",
-		status:   func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus { return &h.Status.CertificateAuthorities.Etcd },
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.Etcd
+		},
 		of:       render.Input.EtcdCA,
 		trusting: func(s *scope) bool { return s.apiServersRolled && etcdMembersRolled(s) },
 		users:    "etcd's members, the API servers and the controller",
 	},
 	{
 		key: v1alpha1.RotateFrontProxyCA, condition: v1alpha1.FrontProxyCAReadyCondition, title: "front proxy CA",
-		status:   func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus { return &h.Status.CertificateAuthorities.FrontProxy },
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.FrontProxy
+		},
 		of:       render.Input.FrontProxyCA,
 		trusting: func(s *scope) bool { return s.apiServersRolled },
 		users:    "the API servers",
@@ -245,4 +249,3 @@ func authoritySecret(secret *corev1.Secret) render.AuthoritySecret {
 	a.SelfSigned = bytes.Equal(cert.RawIssuer, cert.RawSubject) && cert.CheckSignatureFrom(cert) == nil
 	return a
 }
-

@@ -410,6 +410,11 @@ func startLoad(t *testing.T, ns, cluster string, ports []int) *load {
 	// Not testContext's: the load runs longer than its two minutes.
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
+	// An API server just started may not finish a TLS handshake in time on
+	// a busy machine: the load starts once each answers.
+	for _, port := range ports {
+		l.waitAnswers(t, port)
+	}
 	_, err := l.clients[ports[0]].CoreV1().Namespaces().Create(testContext(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = l.clients[ports[0]].CoreV1().ConfigMaps("load").Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
