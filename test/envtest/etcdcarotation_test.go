@@ -96,7 +96,7 @@ func TestEtcdCARotation(t *testing.T) {
 
 	// Play the rollouts until the rotation has ended.
 	waitForLong(t, "the etcd CA is rotated", 10*time.Minute, func() error {
-		members.roll(t, hcp)
+		members.roll(t)
 		apis.roll(t, hcp, load)
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
 		if st := cp.Status.CertificateAuthorities.Etcd; st.Rotation != nil || st.RotatedAt == nil {
@@ -107,7 +107,7 @@ func TestEtcdCARotation(t *testing.T) {
 	})
 	t.Logf("BENCH rotation_etcd_ca_envtest_s %.1f s", time.Since(start).Seconds())
 	// What the last phase renders runs everywhere.
-	members.roll(t, hcp)
+	members.roll(t)
 	apis.roll(t, hcp, load)
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	ok, failures := load.stop()
@@ -243,7 +243,7 @@ func (e *etcdMembers) waitHealthy(t *testing.T, m *etcdMember) {
 	t.Helper()
 	waitFor(t, m.name+" answers", func() error {
 		if exited, err := m.proc.Exited(); exited {
-			return fmt.Errorf("etcd exited (%v):\n%s", err, tail(m.proc.Output()))
+			return fmt.Errorf("etcd exited (%w):\n%s", err, tail(m.proc.Output()))
 		}
 		return e.dial(t, m, e.controllerCredentials(t))
 	})
@@ -302,7 +302,7 @@ func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
 		require.NoError(t, env.Client.Delete(ctx, old, client.GracePeriodSeconds(0)))
 		waitFor(t, m.name+" deleted", func() error {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
+				return fmt.Errorf("still there: %w", err)
 			}
 			return nil
 		})
@@ -327,7 +327,7 @@ func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
 
 // roll restarts, one at a time, each member whose template changed, each
 // only once the one before answers, and reports the rollout.
-func (e *etcdMembers) roll(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+func (e *etcdMembers) roll(t *testing.T) {
 	t.Helper()
 	for _, m := range e.members {
 		sts := get(t, &appsv1.StatefulSet{}, e.ns, e.cluster+"-etcd")

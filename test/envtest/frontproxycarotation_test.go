@@ -53,7 +53,7 @@ func TestFrontProxyCARotation(t *testing.T) {
 	}))
 	start := time.Now()
 	waitForLong(t, "the front proxy CA is rotated", 10*time.Minute, func() error {
-		members.roll(t, hcp)
+		members.roll(t)
 		apis.roll(t, hcp, load)
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
 		if st := cp.Status.CertificateAuthorities.FrontProxy; st.Rotation != nil || st.RotatedAt == nil {
