@@ -104,7 +104,9 @@ func (h *hostedEtcd) startAPIServerIn(t *testing.T, dir string, port int, drop f
 	}
 	var args []string
 	for _, arg := range mountInto(t, h.ns, dir, pod.Volumes, api) {
-		if drop == nil || !drop(arg) {
+		// The rendered etcd address is the Service's, which does not
+		// resolve here; --etcd-servers below replaces it.
+		if !strings.HasPrefix(arg, "--etcd-servers=") && (drop == nil || !drop(arg)) {
 			args = append(args, arg)
 		}
 	}

@@ -9,9 +9,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,21 +43,29 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// A rotation of the etcd CA, asked for by the rotate annotation, walks its
-// phases with three real etcd members (peers over TLS) and two real API
-// servers, each restarted one at a time whenever its template changes, as
-// the StatefulSet and Deployment controllers roll pods, while a client
-// reads and writes through the API servers that are in service (one is
-// taken out of service, its requests drained, before it stops, as its
-// endpoint is before a pod terminates) and the controller talks to the
-// members as it does (the health-check client certificate, at the pods'
-// addresses). No request fails in any phase. Before, a client certificate
-// the old etcd CA signed, and one the cluster CA signed, are accepted by
-// every member (the etcd CA was an intermediate under the cluster CA,
-// whose root the members trusted); after, both are refused, and the etcd CA
-// is a root of its own.
-func TestEtcdCARotation(t *testing.T) {
-	const name = "etcdca"
+// A rotation of the etcd CA and one of the front proxy CA, asked for
+// together by the rotate annotation, walk their phases on one control plane
+// with three real etcd members (peers over TLS) and two real API servers,
+// each restarted one at a time whenever its template changes, as the
+// StatefulSet and Deployment controllers roll pods, while a client reads
+// and writes through the API servers that are in service (one is taken out
+// of service, its requests drained, before it stops, as its endpoint is
+// before a pod terminates) and the controller talks to the members as it
+// does (the health-check client certificate, at the pods' addresses). No
+// request fails in any phase.
+//
+// etcd: before, a client certificate the old etcd CA signed, and one the
+// cluster CA signed, are accepted by every member (the etcd CA was an
+// intermediate under the cluster CA, whose root the members trusted);
+// after, both are refused, and the etcd CA is a root of its own.
+//
+// Front proxy: the API servers take a request that the front proxy
+// forwards (its client certificate, the user in X-Remote-User) from a
+// certificate of the old CA before, and refuse it after; they take one of
+// the new CA's, and publish the new CA to extension API servers
+// (kube-system/extension-apiserver-authentication).
+func TestCARotation(t *testing.T) {
+	const name = "carot"
 	ports := []int{freePort(t), freePort(t)}
 	_, hcp := readyControlPlane(t, name, "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(ports[0])}
@@ -77,25 +89,30 @@ func TestEtcdCARotation(t *testing.T) {
 	apis := newAPIServers(t, members.hosted(), ports)
 	rollPodsOf(t, hcp, name+"-apiserver")
 	waitCondition(t, hcp, v1alpha1.EtcdCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	waitCondition(t, hcp, v1alpha1.FrontProxyCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 
-	oldCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
-	byOldCA := signedClient(t, oldCA)
+	oldEtcdCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
+	byOldEtcdCA := signedClient(t, oldEtcdCA)
 	admin := adminCredentials(t, ns, name)
 	for _, m := range members.members {
-		assert.NoError(t, members.dial(t, m, byOldCA), "before: a certificate of the old etcd CA is accepted")
+		assert.NoError(t, members.dial(t, m, byOldEtcdCA), "before: a certificate of the old etcd CA is accepted")
 		assert.NoError(t, members.dial(t, m, admin), "before: etcd trusts what the cluster CA signs")
 	}
+	load := startLoad(t, ns, name, ports) // once each API server answers: its RBAC bootstrapped, alice may ask who she is
+	oldProxyCA := get(t, &corev1.Secret{}, ns, name+"-proxy")
+	byOldProxyCA := signedClientOf(t, oldProxyCA, "front-proxy-client")
+	assert.Equal(t, "alice", proxiedUser(t, ports[0], byOldProxyCA), "before: the front proxy's certificate of the old CA is taken")
 
-	load := startLoad(t, ns, name, ports)
-	reasons := watchReasons(t, hcp, v1alpha1.EtcdCAReadyCondition)
+	etcdReasons := watchReasons(t, hcp, v1alpha1.EtcdCAReadyCondition)
+	proxyReasons := watchReasons(t, hcp, v1alpha1.FrontProxyCAReadyCondition)
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
-		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEtcdCA
+		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEtcdCA + "," + v1alpha1.RotateFrontProxyCA
 	}))
 	start := time.Now()
 
-	// Play the rollouts until the rotation has ended.
-	waitForLong(t, "the etcd CA is rotated", 10*time.Minute, func() error {
+	// Play the rollouts until both rotations have ended.
+	waitForLong(t, "the etcd and front proxy CAs are rotated", 15*time.Minute, func() error {
 		members.roll(t)
 		apis.roll(t, hcp, load)
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
@@ -103,9 +120,13 @@ func TestEtcdCARotation(t *testing.T) {
 			return fmt.Errorf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
 				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
 		}
+		if st := cp.Status.CertificateAuthorities.FrontProxy; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.certificateAuthorities.frontProxy: %+v; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.FrontProxyCAReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
+		}
 		return nil
 	})
-	t.Logf("BENCH rotation_etcd_ca_envtest_s %.1f s", time.Since(start).Seconds())
+	t.Logf("BENCH rotation_etcd_and_front_proxy_ca_envtest_s %.1f s", time.Since(start).Seconds())
 	// What the last phase renders runs everywhere.
 	members.roll(t)
 	apis.roll(t, hcp, load)
@@ -115,33 +136,59 @@ func TestEtcdCARotation(t *testing.T) {
 	assert.Greater(t, ok, 100, "the client kept asking")
 	t.Logf("%d requests, %d failed", ok+len(failures), len(failures))
 
-	seen := strings.Join(reasons(), "\n")
-	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.DroppingOldCA} {
-		assert.Contains(t, seen, string(phase)+": rotation of the etcd CA asked for at ", "EtcdCAReady named the phase")
+	for _, c := range []struct {
+		title, condition string
+		reasons          func() []string
+	}{{"etcd CA", v1alpha1.EtcdCAReadyCondition, etcdReasons}, {"front proxy CA", v1alpha1.FrontProxyCAReadyCondition, proxyReasons}} {
+		seen := strings.Join(c.reasons(), "\n")
+		for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.DroppingOldCA} {
+			assert.Contains(t, seen, string(phase)+": rotation of the "+c.title+" asked for at ", "%s named the phase", c.condition)
+		}
+		cond := waitCondition(t, hcp, c.condition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+		assert.Contains(t, cond.Message, "last rotated at")
 	}
-	c := waitCondition(t, hcp, v1alpha1.EtcdCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	assert.Contains(t, c.Message, "last rotated at")
 
 	// The etcd CA is a new root of its own; the old CA, and the cluster CA,
 	// are refused.
-	newCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
-	root := parseCert(t, newCA.Data["tls.crt"])
+	newEtcdCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
+	root := parseCert(t, newEtcdCA.Data["tls.crt"])
 	assert.Equal(t, root.Subject.String(), root.Issuer.String(), "self-signed")
 	require.NoError(t, root.CheckSignatureFrom(root))
-	assert.NotEqual(t, oldCA.Data["tls.key"], newCA.Data["tls.key"])
-	assert.Equal(t, newCA.Data["ca.crt"], get(t, &corev1.Secret{}, ns, name+"-etcd-server").Data["ca.crt"], "the members' certificate is of the new CA")
+	assert.NotEqual(t, oldEtcdCA.Data["tls.key"], newEtcdCA.Data["tls.key"])
+	assert.Equal(t, newEtcdCA.Data["ca.crt"], get(t, &corev1.Secret{}, ns, name+"-etcd-server").Data["ca.crt"], "the members' certificate is of the new CA")
 	for _, m := range members.members {
-		assert.Error(t, members.dial(t, m, byOldCA), "after: a certificate of the old etcd CA is refused")
+		assert.Error(t, members.dial(t, m, byOldEtcdCA), "after: a certificate of the old etcd CA is refused")
 		assert.Error(t, members.dial(t, m, admin), "after: etcd no longer trusts what the cluster CA signs")
-		assert.NoError(t, members.dial(t, m, signedClient(t, newCA)), "a certificate of the new CA is accepted")
+		assert.NoError(t, members.dial(t, m, signedClient(t, newEtcdCA)), "a certificate of the new CA is accepted")
 	}
-	waitFor(t, "the new CA's own Secret, Certificate and Issuer, and the trust bundle, are removed", func() error {
-		for _, o := range []struct {
-			obj  client.Object
-			name string
-		}{{&corev1.Secret{}, name + "-etcd-next"}, {&cmv1.Certificate{}, name + "-etcd-next"}, {&cmv1.Issuer{}, name + "-etcd-next"}, {&corev1.Secret{}, name + "-etcd-trust"}} {
-			if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T %s: %w", o.obj, o.name, err)
+
+	// The front proxy CA too; the API servers refuse what the old one
+	// signed.
+	newProxyCA := get(t, &corev1.Secret{}, ns, name+"-proxy")
+	proxyRoot := parseCert(t, newProxyCA.Data["tls.crt"])
+	require.NoError(t, proxyRoot.CheckSignatureFrom(proxyRoot), "a root of its own")
+	assert.NotEqual(t, oldProxyCA.Data["tls.key"], newProxyCA.Data["tls.key"])
+	for _, port := range ports {
+		assert.NotEqual(t, "alice", proxiedUser(t, port, byOldProxyCA), "after: the front proxy's certificate of the old CA is refused")
+		assert.Equal(t, "alice", proxiedUser(t, port, signedClientOf(t, newProxyCA, "front-proxy-client")), "one of the new CA is taken")
+	}
+	published := workloadClient(t, ns, name)
+	cm, err := published.CoreV1().ConfigMaps("kube-system").Get(testContext(t), "extension-apiserver-authentication", metav1.GetOptions{})
+	require.NoError(t, err)
+	// The API servers add their CA to what the ConfigMap holds, and drop
+	// only expired ones: the old CA stays there (see the README).
+	assert.Contains(t, cm.Data["requestheader-client-ca-file"], strings.TrimSpace(string(newProxyCA.Data["ca.crt"])),
+		"extension API servers are told to trust the new CA")
+
+	waitFor(t, "the new CAs' own Secrets, Certificates and Issuers, and the trust bundles, are removed", func() error {
+		for _, ca := range []struct{ secret, trust string }{{name + "-etcd", name + "-etcd-trust"}, {name + "-proxy", name + "-proxy-trust"}} {
+			for _, o := range []struct {
+				obj  client.Object
+				name string
+			}{{&corev1.Secret{}, ca.secret + "-next"}, {&cmv1.Certificate{}, ca.secret + "-next"}, {&cmv1.Issuer{}, ca.secret + "-next"}, {&corev1.Secret{}, ca.trust}} {
+				if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%T %s: %w", o.obj, o.name, err)
+				}
 			}
 		}
 		return nil
@@ -354,11 +401,18 @@ func newAPIServers(t *testing.T, etcd *hostedEtcd, ports []int) *apiServers {
 	t.Helper()
 	a := &apiServers{etcd: etcd, ports: ports}
 	for _, port := range ports {
-		p, _ := etcd.startAPIServer(t, port, nil)
+		p, _ := etcd.startAPIServer(t, port, withoutShutdownDelay)
 		a.procs = append(a.procs, p)
 	}
 	a.template = templateOf(get(t, &appsv1.Deployment{}, etcd.ns, etcd.cluster+"-apiserver").Spec.Template)
 	return a
+}
+
+// withoutShutdownDelay leaves out the API servers' shutdown delay, which
+// keeps a terminating one serving while its endpoint leaves the Service:
+// here the load stops sending it requests before it is stopped.
+func withoutShutdownDelay(arg string) bool {
+	return strings.HasPrefix(arg, "--shutdown-delay-duration=")
 }
 
 // roll restarts the API servers one at a time when their template changed:
@@ -374,7 +428,7 @@ func (a *apiServers) roll(t *testing.T, hcp *v1alpha1.HostedControlPlane, l *loa
 	for i, port := range a.ports {
 		l.out(port)
 		require.NoError(t, a.procs[i].Stop(20*time.Second))
-		a.procs[i], _ = a.etcd.startAPIServer(t, port, nil)
+		a.procs[i], _ = a.etcd.startAPIServer(t, port, withoutShutdownDelay)
 		l.waitAnswers(t, port)
 		l.in(port)
 	}
@@ -569,4 +623,36 @@ func waitForLong(t *testing.T, what string, timeout time.Duration, check func() 
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("%s: still not so after %s: %v", what, timeout, err)
+}
+
+// proxiedUser is who the API server on port takes a request for, that
+// comes with cfg's client certificate as the front proxy's and names alice
+// in X-Remote-User; empty when it refuses the request.
+func proxiedUser(t *testing.T, port int, cfg *tls.Config) string {
+	t.Helper()
+	body := strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost,
+		fmt.Sprintf("https://127.0.0.1:%d/apis/authentication.k8s.io/v1/selfsubjectreviews", port), body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Remote-User", "alice")
+	req.Header.Set("X-Remote-Group", "system:authenticated")
+	resp, err := proxiedClient(cfg).Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Logf("the API server on :%d refused the request: %s %.300s", port, resp.Status, msg)
+		return ""
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(review))
+	return review.Status.UserInfo.Username
+}
+
+func proxiedClient(cfg *tls.Config) *http.Client {
+	cfg = cfg.Clone()
+	cfg.InsecureSkipVerify = true //nolint:gosec // the API server's certificate is not what is tested
+	cfg.RootCAs = x509.NewCertPool()
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
