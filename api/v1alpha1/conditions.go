@@ -157,6 +157,18 @@ const (
 // the reason. It never affects Available.
 const ServiceAccountKeyReadyCondition = "ServiceAccountKeyReady"
 
+// EtcdCAReadyCondition: etcd's members and their clients trust the etcd
+// CA alone, and no rotation of it is under way. While one is, its phase
+// (TrustingNewCA, IssuingFromNewCA, DroppingOldCA) is the reason. It never
+// affects Available.
+const EtcdCAReadyCondition = "EtcdCAReady"
+
+// FrontProxyCAReadyCondition: the API servers trust the front proxy CA
+// alone for the front proxy's client certificate, and no rotation of it is
+// under way. While one is, its phase is the reason. It never affects
+// Available.
+const FrontProxyCAReadyCondition = "FrontProxyCAReady"
+
 // RotationRequestInvalidReason is the reason of the Warning event when the
 // rotate annotation names something that cannot be rotated.
 const RotationRequestInvalidReason = "RotationRequestInvalid"

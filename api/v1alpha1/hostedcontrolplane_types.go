@@ -41,8 +41,10 @@ const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-r
 
 // RotateAnnotation, set on a HostedControlPlane to a comma-separated list
 // of keys, asks for each to be rotated: service-account-key (the key that
-// signs service account tokens) and encryption-key (the key that encrypts
-// the workload cluster's Secrets in etcd). A rotation goes through phases
+// signs service account tokens), encryption-key (the key that encrypts
+// the workload cluster's Secrets in etcd), etcd-ca (the CA etcd members and
+// their clients trust) and front-proxy-ca (the CA the API servers trust for
+// the front proxy's client certificate). A rotation goes through phases
 // that keep every client working (see the README); status says which phase
 // each is in and since when. The controller removes the annotation once it
 // took the request; asking for a key whose rotation is under way changes
@@ -64,6 +66,8 @@ const DropOldServiceAccountKeyAnnotation = "controlplane.cluster.x-k8s.io/drop-o
 const (
 	RotateServiceAccountKey = "service-account-key"
 	RotateEncryptionKey     = "encryption-key"
+	RotateEtcdCA            = "etcd-ca"
+	RotateFrontProxyCA      = "front-proxy-ca"
 )
 
 // +kubebuilder:object:root=true
@@ -210,6 +214,12 @@ type HostedControlPlaneStatus struct {
 	// +optional
 	ServiceAccountKey ServiceAccountKeyStatus `json:"serviceAccountKey,omitempty,omitzero"`
 
+	// certificateAuthorities reports the certificate authorities the
+	// control plane rotates by itself; the EtcdCAReady and
+	// FrontProxyCAReady conditions say how far a rotation is.
+	// +optional
+	CertificateAuthorities CertificateAuthoritiesStatus `json:"certificateAuthorities,omitempty,omitzero"`
+
 	// rollout reports what a newer release of the controller renders
 	// differently from what runs, held until the next rollout the user
 	// starts.
@@ -322,6 +332,36 @@ type ServiceAccountKeyStatus struct {
 	RotatedAt *metav1.Time `json:"rotatedAt,omitempty"`
 }
 
+// CertificateAuthoritiesStatus reports the certificate authorities the
+// control plane rotates by itself.
+type CertificateAuthoritiesStatus struct {
+	// etcd is the CA of etcd (the Secret <cluster>-etcd): etcd's members
+	// and their clients (the API servers, the controller) trust it alone.
+	// +optional
+	Etcd CertificateAuthorityStatus `json:"etcd,omitempty,omitzero"`
+
+	// frontProxy is the CA of the front proxy (the Secret <cluster>-proxy):
+	// the API servers trust it alone for the client certificate they
+	// present to extension API servers.
+	// +optional
+	FrontProxy CertificateAuthorityStatus `json:"frontProxy,omitempty,omitzero"`
+}
+
+// CertificateAuthorityStatus reports a certificate authority and a
+// rotation of it, whose new CA is kept in the Secret <secret>-next until it
+// replaces the old one.
+type CertificateAuthorityStatus struct {
+	// rotation is the rotation under way, which the rotate annotation asked
+	// for.
+	// +optional
+	Rotation *KeyRotation `json:"rotation,omitempty"`
+
+	// rotatedAt is when the last rotation ended: since then, the CA is a
+	// root of its own (self-signed), and only it is trusted.
+	// +optional
+	RotatedAt *metav1.Time `json:"rotatedAt,omitempty"`
+}
+
 // KeyRotation is a rotation of a key under way: which phase it is in and
 // since when.
 type KeyRotation struct {
@@ -346,7 +386,7 @@ type KeyRotation struct {
 }
 
 // RotationPhase is a phase of a key rotation.
-// +kubebuilder:validation:Enum=TrustingNewKey;SigningWithNewKey;WaitingForOldTokens;DroppingOldKey;DecryptingWithNewKey;EncryptingWithNewKey
+// +kubebuilder:validation:Enum=TrustingNewKey;SigningWithNewKey;WaitingForOldTokens;DroppingOldKey;DecryptingWithNewKey;EncryptingWithNewKey;TrustingNewCA;IssuingFromNewCA;DroppingOldCA
 type RotationPhase string
 
 // The phases of a rotation of the service account key, in order.
@@ -375,6 +415,22 @@ const (
 	// roll to encrypt with the new one, and every Secret is then rewritten
 	// with it.
 	EncryptingWithNewKey RotationPhase = "EncryptingWithNewKey"
+)
+
+// The phases of a rotation of a certificate authority (etcd's, the front
+// proxy's), in order.
+const (
+	// TrustingNewCA: a new CA is issued, and everything that verifies
+	// certificates of the CA rolls to trust the old and the new one; every
+	// certificate is still issued by the old.
+	TrustingNewCA RotationPhase = "TrustingNewCA"
+	// IssuingFromNewCA: everything trusts both; every certificate of the CA
+	// is issued again by the new one, and the pods that present them roll.
+	IssuingFromNewCA RotationPhase = "IssuingFromNewCA"
+	// DroppingOldCA: nothing presents a certificate of the old CA any more;
+	// the new CA replaces it in its Secret, and everything rolls to trust
+	// it alone.
+	DroppingOldCA RotationPhase = "DroppingOldCA"
 )
 
 // HostedControlPlaneInitializationStatus is the initialization part of the

@@ -85,8 +85,8 @@ func (APIServer) Certificates(in render.Input) []*cmv1.Certificate {
 	return []*cmv1.Certificate{
 		in.ServerCertificate(apiServerCertSecret(in), in.CASecret(), "kube-apiserver", apiServerSANs(in)),
 		in.ClientCertificate(kubeletClientSecret(in), in.CASecret(), kubeletClientUser, "kubeadm:cluster-admins"),
-		in.ClientCertificate(apiServerEtcdSecret(in), in.EtcdCASecret(), "kube-apiserver-etcd-client"),
-		in.ClientCertificate(frontProxyClientSecret(in), in.FrontProxyCASecret(), "front-proxy-client"),
+		in.ClientCertificate(apiServerEtcdSecret(in), in.EtcdCA().Issuer(), "kube-apiserver-etcd-client"),
+		in.ClientCertificate(frontProxyClientSecret(in), in.FrontProxyCA().Issuer(), "front-proxy-client"),
 	}
 }
 
@@ -240,7 +240,7 @@ egressSelections:
 const encryptionConfigDir = contract.APIServerEncryptionDir
 
 // apiServerArgs are the API server's arguments, and the volumes of the
-// service account keys they name.
+// service account keys and the trust bundles they name.
 func apiServerArgs(in render.Input) ([]string, []render.SecretVolume) {
 	pki := contract.APIServerPKIDir
 	defaults := map[string]string{
@@ -283,10 +283,11 @@ func apiServerArgs(in render.Input) ([]string, []render.SecretVolume) {
 		"tls-private-key-file":     pki + "/apiserver/tls.key",
 	}
 	apiServerFileArgs(in, defaults)
+	trust := apiServerTrustArgs(in, defaults)
 	flags := render.Values(defaults)
 	serviceAccountIssuerArgs(in, flags)
 	keys := apiServerSAKeys(in, flags)
-	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args), keys
+	return render.FlagValues(flags, in.ControlPlane.Spec.Deployment.APIServer.Args), append(keys, trust...)
 }
 
 // inClusterIssuer is the issuer of the workload cluster's service account

@@ -50,6 +50,9 @@ func (Configs) Condition() string { return v1alpha1.KubeconfigReadyCondition }
 func (Configs) Render(in render.Input) ([]client.Object, error) {
 	inCluster := fmt.Sprintf("https://%s.%s.svc:%d", contract.APIServerServiceName(in.ClusterName()), in.Namespace(), servicePort(in))
 	objs := []client.Object{egressSelector(in)}
+	for _, bundle := range trustBundles(in) {
+		objs = append(objs, bundle)
+	}
 	for _, file := range []func(render.Input) (*corev1.Secret, error){authenticationConfig, auditPolicy} {
 		secret, err := file(in)
 		if err != nil {

@@ -58,7 +58,9 @@ func certifiedParts() []certified {
 
 // roots are the certificate authorities, each with the Issuer that signs
 // with it, and the service account key. CA keys survive renewal, so a
-// renewed CA still verifies every certificate it signed.
+// renewed CA still verifies every certificate it signed. The etcd and front
+// proxy CAs are signed by the cluster CA until their first rotation, and
+// roots of their own after (see render.Authority).
 func roots(in render.Input) []client.Object {
 	lifetimes := in.Lifetimes()
 	selfSigned := in.Name("selfsigned")
@@ -66,12 +68,19 @@ func roots(in render.Input) []client.Object {
 		in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
 		ca(in, in.CASecret(), "kubernetes", selfSigned, lifetimes.RootCA),
 		caIssuer(in, in.CASecret()),
-		ca(in, in.EtcdCASecret(), "etcd-ca", in.CASecret(), lifetimes.CA),
-		caIssuer(in, in.EtcdCASecret()),
-		ca(in, in.FrontProxyCASecret(), "front-proxy-ca", in.CASecret(), lifetimes.CA),
-		caIssuer(in, in.FrontProxyCASecret()),
-		serviceAccountKey(in, in.SASecret()),
 	}
+	for _, a := range in.Authorities() {
+		issuer := in.CASecret()
+		if a.SelfSigned() {
+			issuer = selfSigned
+		}
+		objs = append(objs, ca(in, a.Secret, a.CommonName, issuer, lifetimes.CA), caIssuer(in, a.Secret))
+		if a.Rotation() != nil {
+			// The new CA, a root of its own, until it replaces the old one.
+			objs = append(objs, ca(in, a.Next, a.CommonName, selfSigned, lifetimes.CA), caIssuer(in, a.Next))
+		}
+	}
+	objs = append(objs, serviceAccountKey(in, in.SASecret()))
 	if in.ControlPlane.Status.ServiceAccountKey.Rotation != nil {
 		// The new key, until it replaces the old one.
 		objs = append(objs, serviceAccountKey(in, in.SANextSecret()))
@@ -138,4 +147,19 @@ func certificateReady(c *cmv1.Certificate) bool {
 		}
 	}
 	return false
+}
+
+// CertificatesOf are the Secrets of the certificates issuer issues, but
+// the CAs': a rotation waits for each to hold a certificate of the phase's
+// Issuer.
+func CertificatesOf(in render.Input, issuer string) []string {
+	var secrets []string
+	for _, part := range certifiedParts() {
+		for _, c := range part.Certificates(in) {
+			if c.Spec.IssuerRef.Name == issuer && !c.Spec.IsCA {
+				secrets = append(secrets, c.Spec.SecretName)
+			}
+		}
+	}
+	return secrets
 }

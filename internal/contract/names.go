@@ -14,6 +14,12 @@ func EtcdPeerServiceName(cluster string) string { return cluster + "-etcd-peer" 
 // client certificate used to query etcd's health.
 func EtcdHealthcheckSecretName(cluster string) string { return cluster + "-etcd-healthcheck-client" }
 
+// EtcdTrustSecretName is the Secret (ca.crt) with the certificates of the
+// old and the new etcd CA while a rotation of it needs both trusted; it
+// exists only then, and every client of etcd trusts it instead of the ca.crt
+// of its client certificate's Secret while it does.
+func EtcdTrustSecretName(cluster string) string { return cluster + "-etcd-trust" }
+
 // EtcdServerName is the DNS name every etcd serving certificate carries, so
 // that a client dialling a member by address can still verify it.
 func EtcdServerName(cluster, namespace string) string {

@@ -180,8 +180,12 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		return nil, fmt.Errorf("list the control plane's secrets: %w", err)
 	}
 	certs := []validity{}
-	o.SecretDigests = map[string]string{}
+	o.SecretDigests, o.AuthoritySecrets, o.CACerts = map[string]string{}, map[string]render.AuthoritySecret{}, map[string][]byte{}
 	startup := components.StartupKeys(in)
+	authorities := map[string]bool{}
+	for _, a := range in.Authorities() {
+		authorities[a.Secret], authorities[a.Next] = true, true
+	}
 	for i := range secrets.Items {
 		secret := &secrets.Items[i]
 		read := secret.Data
@@ -194,6 +198,12 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		o.SecretDigests[secret.Name] = contract.DataDigest(read)
 		if v, ok := certificateValidity(secret); ok {
 			certs = append(certs, v)
+		}
+		if ca := secret.Data[render.CAKey]; len(ca) > 0 {
+			o.CACerts[secret.Name] = ca
+		}
+		if authorities[secret.Name] {
+			o.AuthoritySecrets[secret.Name] = authoritySecret(secret)
 		}
 		switch secret.Name {
 		case components.AdminSecret(in):

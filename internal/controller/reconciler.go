@@ -249,6 +249,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		s.apiServersRolled = r.apiServersRolled(s)
 		r.rotateServiceAccountKey(ctx, s)
 		r.rotateEncryptionKey(ctx, s)
+		r.rotateAuthorities(ctx, s)
 		r.takeRotations(ctx, s)
 	}
 	// Until the control plane first answers, nothing can answer before every

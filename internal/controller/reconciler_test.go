@@ -108,11 +108,11 @@ func TestPhasesAndOwnedConditions(t *testing.T) {
 	}, conditionsOf(workload))
 
 	// The rewrite of the workload cluster's Secrets has a condition of its
-	// own, and so have the renewal of the certificates and the service
-	// account key.
+	// own, and so have the renewal of the certificates, the service
+	// account key and the CAs the control plane rotates.
 	written := append(append([]string{
 		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
-		v1alpha1.ServiceAccountKeyReadyCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition,
 	}, conditionsOf(management)...), conditionsOf(workload)...)
 	written = append(written, v1alpha1.EncryptionReadyCondition)
 	assert.ElementsMatch(t, written, ownedConditions())

@@ -36,13 +36,32 @@ func rotationSteps(in render.Input) map[string]string {
 		steps[contract.ControllerManagerComponent] = step
 	}
 	if r := in.ControlPlane.Status.Encryption.Rotation; r != nil {
-		step := v1alpha1.RotateEncryptionKey + "=" + string(r.Phase)
-		if other := steps[contract.APIServerComponent]; other != "" {
-			step = other + "," + step
+		addStep(steps, contract.APIServerComponent, v1alpha1.RotateEncryptionKey+"="+string(r.Phase))
+	}
+	for _, k := range authorityKinds {
+		a := k.of(in)
+		r := a.Rotation()
+		if r == nil {
+			continue
 		}
-		steps[contract.APIServerComponent] = step
+		step := k.key + "=" + string(r.Phase)
+		if a.Replaced() {
+			step += "+replaced"
+		}
+		addStep(steps, contract.APIServerComponent, step)
+		if k.key == v1alpha1.RotateEtcdCA {
+			addStep(steps, contract.EtcdComponent, step)
+		}
 	}
 	return steps
+}
+
+// addStep adds a rotation's step to those of component.
+func addStep(steps map[string]string, component, step string) {
+	if other := steps[component]; other != "" {
+		step = other + "," + step
+	}
+	steps[component] = step
 }
 
 // takeRotations takes the requests of the rotate annotation: it starts a
@@ -89,6 +108,10 @@ func (r *Reconciler) takeRotations(ctx context.Context, s *scope) {
 			r.startServiceAccountKeyRotation(ctx, s)
 		case v1alpha1.RotateEncryptionKey:
 			r.startEncryptionKeyRotation(ctx, s)
+		default:
+			if k, ok := authorityKindOf(key); ok {
+				r.startAuthorityRotation(ctx, s, k)
+			}
 		}
 	}
 }
@@ -100,6 +123,9 @@ func rotating(hcp *v1alpha1.HostedControlPlane, key string) *v1alpha1.KeyRotatio
 		return hcp.Status.ServiceAccountKey.Rotation
 	case v1alpha1.RotateEncryptionKey:
 		return hcp.Status.Encryption.Rotation
+	}
+	if k, ok := authorityKindOf(key); ok {
+		return k.status(hcp).Rotation
 	}
 	return nil
 }

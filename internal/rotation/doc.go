@@ -40,7 +40,72 @@
 //  3. DroppingOldKey, once the rewrite is done: the old key leaves the
 //     configuration and the API servers roll without it.
 //
+// A rotation of a certificate authority (etcd's, the front proxy's; see
+// render.Authority) never refuses a certificate that is still presented:
+//
+//  1. TrustingNewCA: a new CA, a root of its own, is issued into
+//     <secret>-next, and everything that verifies certificates of the CA
+//     rolls to trust a bundle of the old CA's anchor and the new CA
+//     (<cluster>-etcd-trust: etcd's members for clients and peers, the API
+//     servers towards etcd, the controller's and the extension's etcd
+//     client; <cluster>-proxy-trust: the API servers' requestheader CA,
+//     which they publish to extension API servers). Certificates are still
+//     issued by the old CA.
+//  2. IssuingFromNewCA, once every pod of those workloads (terminating
+//     ones included) runs the bundle: every certificate of the CA is issued
+//     again by the new one. The pods that present them roll, since the
+//     ca.crt beside each changed; a certificate of either CA verifies
+//     everywhere.
+//  3. DroppingOldCA, once each certificate's Secret, as the pass observed
+//     it, holds one of the new CA and every pod started after: nothing
+//     presents a certificate of the old CA. The CA's own Certificate turns
+//     self-signed, the new CA's key is written into <secret> (cert-manager
+//     keeps a key it finds there and issues the certificate for it), the
+//     certificates are issued from <secret> again, and everything rolls to
+//     trust the ca.crt beside its certificates: the new CA alone. The
+//     rotation ends when every pod runs so; <secret>-next goes.
+//
+// Until its first rotation each of these CAs is an intermediate the
+// cluster CA signs, and cert-manager's CA issuer writes, as ca.crt beside
+// every certificate, the root at the end of the issuing CA's chain: the
+// cluster CA. So etcd trusted every client certificate the cluster CA
+// signs, and the API servers every front proxy certificate of that name.
+// A rotated CA is a root of its own, trusted for its own certificates only.
+//
+// The cluster CA cannot be rotated yet. It is harder, because joined
+// workers are never rolled and must keep working: a kubelet trusts only the
+// CA it joined with (/etc/kubernetes/pki/ca.crt, also in kubelet.conf) to
+// verify the API server, and verifies the API server's kubelet client
+// certificate (logs, exec) against the same file. The design this package
+// is to follow: the controller writes the new CA itself (new key, a
+// self-signed new root, and a copy of the new CA's certificate
+// cross-signed by the old key); the API servers' serving certificate and
+// their kubelet client certificate are issued by the new CA and presented
+// with the cross-signed certificate as intermediate, so a verifier that
+// trusts only the old root builds leaf, new (cross-signed), old root, and
+// one that trusts the new root builds leaf, new root. cert-manager's CA
+// issuer cannot present that chain (it appends the CA Secret's ca.crt and
+// drops self-signed roots, see pkg/util/pki ParseSingleCertificateChain),
+// so the serving Secret's tls.crt is written with the cross-signed
+// intermediate by the controller, and the serving chain keeps it until the
+// old root expires, however long kubelets keep the old trust.
+//
+// Trust bundles hold both roots while anything may still present a
+// certificate of the old CA: --client-ca-file (kubelet client certificates
+// the old CA signed stay valid until each kubelet renews its own, through
+// a CSR the controller manager signs with the CA it is given, switched to
+// the new CA in a phase), kubeconfigs' certificate-authority-data,
+// kube-root-ca.crt and kube-public/cluster-info in the workload cluster,
+// and <cluster>-ca, which the kubeadm bootstrap provider reads for new
+// workers. The old root leaves the client-side bundles only once every
+// node's kubelet client certificate was issued after the switch (each
+// node's latest approved kubernetes.io/kube-apiserver-client-kubelet CSR
+// in the workload cluster is newer than the switch), or, for a node whose
+// CSR cannot be seen, the kubelet client certificate lifetime (a year by
+// default) has passed.
+//
 // Every phase is rendered from the status alone (and, for the last one of
-// the service account key, from what <cluster>-sa holds), so a controller
-// that restarts in the middle renders the same pods and carries on.
+// the service account key or a CA, from what <cluster>-sa or the CA's
+// Secret holds), so a controller that restarts in the middle renders the
+// same pods and carries on.
 package rotation

@@ -12,7 +12,7 @@ import (
 )
 
 // Keys are what the rotate annotation may name.
-var Keys = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey}
+var Keys = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey, v1alpha1.RotateEtcdCA, v1alpha1.RotateFrontProxyCA}
 
 // Allowed says what the rotate annotation takes, for messages.
 var Allowed = fmt.Sprintf("a comma-separated list of %s", strings.Join(Keys, ", "))
@@ -163,5 +163,45 @@ func EncryptionKey(r *v1alpha1.KeyRotation, o EncryptionObserved, now time.Time)
 			return Step{Message: "the API servers encrypt and decrypt with the new key alone"}
 		}
 		return Step{Next: r, Message: "the API servers roll without the old key; every Secret is stored with the new one"}
+	}
+}
+
+// AuthorityObserved is what a pass saw of a rotation of a certificate
+// authority.
+type AuthorityObserved struct {
+	// Rolled: every certificate of the CA is issued by the Issuer the phase
+	// renders (and the pass observed its Secret), and every pod that
+	// presents or verifies one, terminating ones included, runs what the
+	// phase renders, and their workloads have rolled out.
+	Rolled bool
+	// Replaced: the CA's Secret holds the new CA, a root of its own.
+	Replaced bool
+}
+
+// Authority is the step of a rotation of a certificate authority in r,
+// from what the pass observed at now. A step asks to Replace only in a
+// pass that rendered DroppingOldCA, where the CA's own Certificate is
+// self-signed already, so that cert-manager issues the new key a
+// certificate of its own and never one the cluster CA signs.
+func Authority(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step {
+	switch r.Phase {
+	case v1alpha1.TrustingNewCA:
+		if o.Rolled {
+			return Step{Next: enter(r, v1alpha1.IssuingFromNewCA, now), Message: "everything trusts the old and the new CA; every certificate of the CA is issued again by the new one"}
+		}
+		return Step{Next: r, Message: "a new CA is issued, and everything that verifies its certificates rolls to trust it as well as the old one; certificates are still issued by the old"}
+	case v1alpha1.IssuingFromNewCA:
+		if o.Rolled {
+			return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "every certificate of the CA is issued by the new one and in use; the new CA replaces the old one in its Secret"}
+		}
+		return Step{Next: r, Message: "every certificate of the CA is issued again by the new one, and the pods that present them roll; everything trusts both"}
+	default: // DroppingOldCA
+		switch {
+		case !o.Replaced:
+			return Step{Next: r, Replace: true, Message: "the new CA replaces the old one in its Secret; certificates are issued by the new one"}
+		case o.Rolled:
+			return Step{Message: "everything trusts the new CA alone"}
+		}
+		return Step{Next: r, Message: "everything rolls to trust the new CA alone, and certificates are issued from its Secret"}
 	}
 }

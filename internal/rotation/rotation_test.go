@@ -14,8 +14,8 @@ func TestRequests(t *testing.T) {
 	keys, unknown := Requests("service-account-key, encryption-key,service-account-key")
 	assert.Equal(t, []string{"service-account-key", "encryption-key"}, keys)
 	assert.Empty(t, unknown)
-	keys, unknown = Requests("service-account-key,cluster-ca,")
-	assert.Equal(t, []string{"service-account-key"}, keys)
+	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,front-proxy-ca,")
+	assert.Equal(t, []string{"service-account-key", "etcd-ca", "front-proxy-ca"}, keys)
 	assert.Equal(t, []string{"cluster-ca", ""}, unknown)
 }
 
@@ -149,4 +149,40 @@ func TestServiceAccountKeyWaitEndedByTheUser(t *testing.T) {
 	assert.Equal(t, v1alpha1.DroppingOldKey, step.Next.Phase, "the wait ends")
 	assert.Equal(t, t0.Add(time.Hour), step.Next.Since.Time)
 	assert.Zero(t, step.Wake)
+}
+
+// A rotation of a certificate authority moves on only once every pod runs
+// what its phase renders, asks to write the new CA into the CA's Secret
+// only in a pass that rendered DroppingOldCA, and ends only once the Secret
+// holds it and everything rolled to trust it alone.
+func TestAuthorityPhases(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	r := Start(v1alpha1.TrustingNewCA, t0)
+
+	step := Authority(r, AuthorityObserved{Replaced: true}, t0.Add(time.Minute))
+	assert.Equal(t, r, step.Next, "not before everything trusts both CAs")
+	assert.False(t, step.Replace)
+	step = Authority(r, AuthorityObserved{Rolled: true}, t0.Add(2*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.IssuingFromNewCA, step.Next.Phase)
+	assert.Equal(t, t0.Add(2*time.Minute), step.Next.Since.Time)
+	assert.Equal(t, v1alpha1.TrustingNewCA, r.Phase, "the status read is not changed in place")
+	r = step.Next
+
+	step = Authority(r, AuthorityObserved{}, t0.Add(3*time.Minute))
+	assert.Equal(t, r, step.Next, "not before every certificate is issued by the new CA and in use")
+	step = Authority(r, AuthorityObserved{Rolled: true}, t0.Add(4*time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase)
+	assert.False(t, step.Replace, "the pass rendered IssuingFromNewCA: the CA's own Certificate is not self-signed yet")
+	r = step.Next
+
+	step = Authority(r, AuthorityObserved{Rolled: true}, t0.Add(5*time.Minute))
+	assert.Equal(t, r, step.Next)
+	assert.True(t, step.Replace)
+	step = Authority(r, AuthorityObserved{Replaced: true}, t0.Add(6*time.Minute))
+	assert.Equal(t, r, step.Next, "everything rolls to trust the new CA alone")
+	assert.False(t, step.Replace)
+	step = Authority(r, AuthorityObserved{Replaced: true, Rolled: true}, t0.Add(7*time.Minute))
+	assert.Nil(t, step.Next, "the rotation ended")
 }

@@ -37,6 +37,9 @@ func runHostedAPIServer(t *testing.T, ns, cluster string, port int) (auditLog st
 type hostedEtcd struct {
 	ns, cluster string
 	port        int
+	// endpoints, when set, are the client URLs of several members, which
+	// the API servers then use instead of 127.0.0.1:port.
+	endpoints []string
 }
 
 // runHostedEtcd runs the etcd of a control plane on 127.0.0.1, serving the
@@ -101,13 +104,15 @@ func (h *hostedEtcd) startAPIServerIn(t *testing.T, dir string, port int, drop f
 	}
 	var args []string
 	for _, arg := range mountInto(t, h.ns, dir, pod.Volumes, api) {
-		if drop == nil || !drop(arg) {
+		// The rendered etcd address is the Service's, which does not
+		// resolve here; --etcd-servers below replaces it.
+		if !strings.HasPrefix(arg, "--etcd-servers=") && (drop == nil || !drop(arg)) {
 			args = append(args, arg)
 		}
 	}
 	args = append(args,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
-		fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", h.port))
+		"--etcd-servers="+h.servers())
 	audit, err := AuditFlags(dir)
 	require.NoError(t, err)
 	for name, value := range audit {
@@ -132,6 +137,14 @@ func (h *hostedEtcd) startAPIServerIn(t *testing.T, dir string, port int, drop f
 		}
 	}
 	return apiserver, audit["audit-log-path"]
+}
+
+// servers is the API servers' --etcd-servers.
+func (h *hostedEtcd) servers() string {
+	if len(h.endpoints) > 0 {
+		return strings.Join(h.endpoints, ",")
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", h.port)
 }
 
 // client is an etcd client with the API server's etcd client certificate.

@@ -16,21 +16,22 @@ func ServerSecret(in render.Input) string { return in.Name("etcd-server") }
 // with.
 func PeerSecret(in render.Input) string { return in.Name("etcd-peer") }
 
-// Certificates are etcd's own, signed by the etcd CA: the members' serving
+// Certificates are etcd's own, signed by the etcd CA (the new one from the
+// middle of a rotation on, see render.Authority): the members' serving
 // and peer certificates, and the client certificate the extension checks
 // etcd's health with (contract.EtcdHealthcheckSecretName).
 func (Component) Certificates(in render.Input) []*cmv1.Certificate {
 	return []*cmv1.Certificate{
 		memberCertificate(in, ServerSecret(in), "etcd-server"),
 		memberCertificate(in, PeerSecret(in), "etcd-peer"),
-		in.ClientCertificate(contract.EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCASecret(), "kube-etcd-healthcheck-client"),
+		in.ClientCertificate(contract.EtcdHealthcheckSecretName(in.ClusterName()), in.EtcdCA().Issuer(), "kube-etcd-healthcheck-client"),
 	}
 }
 
 // memberCertificate is a certificate members use both to serve and to
 // connect.
 func memberCertificate(in render.Input, secret, commonName string) *cmv1.Certificate {
-	c := in.Leaf(secret, in.EtcdCASecret(), commonName, nil,
+	c := in.Leaf(secret, in.EtcdCA().Issuer(), commonName, nil,
 		cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment, cmv1.UsageServerAuth, cmv1.UsageClientAuth)
 	c.Spec.DNSNames, c.Spec.IPAddresses = render.SplitSANs(sans(in))
 	return c
@@ -53,3 +54,26 @@ func sans(in render.Input) []string {
 func (Component) Reloaded(in render.Input) []string {
 	return []string{ServerSecret(in), PeerSecret(in)}
 }
+
+// trustDir is where members read the trust bundle of a rotation of the
+// etcd CA.
+const trustDir = "/etc/etcd/pki/trust"
+
+// trustBundle points the members at the trust bundle while a rotation of
+// the etcd CA needs the old and the new CA trusted (render.Authority's
+// Bundled), for clients and peers alike, and returns its volume. Otherwise
+// they trust the ca.crt beside their serving and peer certificates.
+func trustBundle(in render.Input, flags map[string]string) []render.SecretVolume {
+	a := in.EtcdCA()
+	if !a.Bundled() {
+		return nil
+	}
+	for _, flag := range trustFlags {
+		flags[flag] = trustDir + "/" + render.CAKey
+	}
+	return []render.SecretVolume{{Name: "trust", Secret: a.Trust, Path: trustDir}}
+}
+
+// trustFlags are the members' flags that name the CA certificates they
+// verify clients and peers with.
+var trustFlags = []string{"trusted-ca-file", "peer-trusted-ca-file"}

@@ -34,7 +34,7 @@ func memberURL(in render.Input, member string, port int) string {
 func statefulSet(in render.Input) *appsv1.StatefulSet {
 	name := contract.EtcdName(in.ClusterName())
 	spec := in.ControlPlane.Spec.Etcd
-	args := render.Flags(map[string]string{
+	defaults := map[string]string{
 		"name":                        "$(POD_NAME)",
 		"data-dir":                    dataMount + "/data",
 		"listen-client-urls":          fmt.Sprintf("https://0.0.0.0:%d", contract.EtcdClientPort),
@@ -55,7 +55,9 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		"auto-compaction-mode":        "periodic",
 		"auto-compaction-retention":   "8h",
 		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(quotaVolume(in)), 10),
-	}, spec.Args)
+	}
+	trust := trustBundle(in, defaults)
+	args := render.Flags(defaults, spec.Args)
 
 	img := render.Image(in.DefaultImage(contract.EtcdRepository, Tag(in.Version())), spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
@@ -84,6 +86,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	render.MountSecrets(&pod, &c,
 		render.SecretVolume{Name: "server", Secret: ServerSecret(in), Path: "/etc/etcd/pki/server"},
 		render.SecretVolume{Name: "peer", Secret: PeerSecret(in), Path: "/etc/etcd/pki/peer"})
+	render.MountSecrets(&pod, &c, trust...)
 	pod.Containers = []corev1.Container{c}
 	if restore, ok := restoreContainer(in, c); ok {
 		pod.InitContainers = []corev1.Container{restore}

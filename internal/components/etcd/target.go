@@ -21,9 +21,7 @@ import (
 // members' addresses from the EndpointSlices of its client Service (port
 // "client") and the health-check client certificate from its Secret.
 func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedName) (Target, error) {
-	creds, err := credentials(ctx, r, types.NamespacedName{
-		Namespace: cluster.Namespace, Name: contract.EtcdHealthcheckSecretName(cluster.Name),
-	})
+	creds, err := credentials(ctx, r, cluster)
 	if err != nil {
 		return Target{}, err
 	}
@@ -46,9 +44,7 @@ func TargetFor(ctx context.Context, r client.Reader, cluster types.NamespacedNam
 // catches up is not), with the health-check client certificate. Names maps
 // the endpoints to their pods.
 func PodsTarget(ctx context.Context, r client.Reader, cluster types.NamespacedName, pods []corev1.Pod) (Target, error) {
-	creds, err := credentials(ctx, r, types.NamespacedName{
-		Namespace: cluster.Namespace, Name: contract.EtcdHealthcheckSecretName(cluster.Name),
-	})
+	creds, err := credentials(ctx, r, cluster)
 	if err != nil {
 		return Target{}, err
 	}
@@ -71,7 +67,12 @@ func PodsTarget(ctx context.Context, r client.Reader, cluster types.NamespacedNa
 	return t, nil
 }
 
-func credentials(ctx context.Context, r client.Reader, name types.NamespacedName) (render.Credentials, error) {
+// credentials are the health-check client certificate, and the CA it
+// verifies the members with: while a rotation of the etcd CA has members
+// present certificates of the old CA or of the new, the trust bundle
+// (contract.EtcdTrustSecretName), which holds both.
+func credentials(ctx context.Context, r client.Reader, cluster types.NamespacedName) (render.Credentials, error) {
+	name := types.NamespacedName{Namespace: cluster.Namespace, Name: contract.EtcdHealthcheckSecretName(cluster.Name)}
 	secret := &corev1.Secret{}
 	if err := r.Get(ctx, name, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -82,6 +83,14 @@ func credentials(ctx context.Context, r client.Reader, name types.NamespacedName
 	creds := render.CredentialsFrom(secret.Data)
 	if key := creds.Missing(); key != "" {
 		return render.Credentials{}, fmt.Errorf("client certificate Secret %s has no %s", name, key)
+	}
+	trust := &corev1.Secret{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: contract.EtcdTrustSecretName(cluster.Name)}, trust)
+	switch {
+	case err == nil && len(trust.Data[render.CAKey]) > 0:
+		creds.CA = trust.Data[render.CAKey]
+	case err != nil && !apierrors.IsNotFound(err):
+		return render.Credentials{}, fmt.Errorf("read the etcd CA's trust bundle: %w", err)
 	}
 	return creds, nil
 }

@@ -84,6 +84,13 @@ type Observed struct {
 	Admin Credentials
 	// ClusterCA is the cluster CA certificate (PEM) that joining workers pin.
 	ClusterCA []byte
+	// AuthoritySecrets are what the Secrets of the certificate authorities
+	// the control plane rotates hold (see Authority), by Secret name.
+	AuthoritySecrets map[string]AuthoritySecret
+	// CACerts are the CA certificates (ca.crt) of the control plane's
+	// Secrets that have one, by Secret name: what cert-manager wrote beside
+	// each certificate it issued.
+	CACerts map[string][]byte
 	// Etcd is the membership of the running etcd; nil before it runs.
 	Etcd *EtcdMembership
 	// EtcdVolumeCapacity is the smallest capacity a bound volume of an etcd

@@ -1,0 +1,161 @@
+package components
+
+import (
+	"maps"
+	"testing"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// Each phase of a rotation of the etcd CA renders what etcd's members and
+// the API servers trust (the bundle of old and new while both may be
+// presented, otherwise the ca.crt beside their certificates), which Issuer
+// issues etcd's certificates, and how the CAs are issued: the new one a
+// root of its own, the CA's own Certificate self-signed from DroppingOldCA
+// on. Outside a rotation nothing differs from a control plane never
+// rotated, so a controller upgrade rolls nothing.
+func TestEtcdCAFollowsTheRotation(t *testing.T) {
+	const (
+		bundle = "/etc/etcd/pki/trust/ca.crt"
+		apiPKI = "/etc/kubernetes/pki"
+	)
+	oldCA, newCA := []byte("-----OLD-----\n"), []byte("-----NEW-----\n")
+	for _, tc := range []struct {
+		name       string
+		phase      v1alpha1.RotationPhase
+		rotated    bool
+		replaced   bool
+		bundled    bool
+		issuer     string
+		selfSigned bool
+	}{
+		{name: "never-rotated", issuer: "demo-etcd"},
+		{name: "trusting", phase: v1alpha1.TrustingNewCA, bundled: true, issuer: "demo-etcd"},
+		{name: "issuing", phase: v1alpha1.IssuingFromNewCA, bundled: true, issuer: "demo-etcd-next"},
+		{name: "dropping", phase: v1alpha1.DroppingOldCA, issuer: "demo-etcd-next", selfSigned: true},
+		{name: "dropping-replaced", phase: v1alpha1.DroppingOldCA, replaced: true, issuer: "demo-etcd", selfSigned: true},
+		{name: "rotated", rotated: true, issuer: "demo-etcd", selfSigned: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := goldenCases[1].input(t)
+			o := in.Observed
+			o.CACerts = map[string][]byte{"demo-etcd": oldCA, "demo-etcd-next": newCA}
+			o.AuthoritySecrets = map[string]render.AuthoritySecret{"demo-etcd-next": {SelfSigned: true, Key: "k2", CertKey: "c2"}}
+			o.AuthoritySecrets["demo-etcd"] = render.AuthoritySecret{Key: "k1", CertKey: "c1"}
+			if tc.replaced {
+				o.AuthoritySecrets["demo-etcd"] = render.AuthoritySecret{SelfSigned: true, Key: "k2", CertKey: "c2"}
+			}
+			o.SecretDigests = maps.Clone(o.SecretDigests)
+			in = in.With(o)
+			st := &in.ControlPlane.Status.CertificateAuthorities.Etcd
+			if tc.phase != "" {
+				st.Rotation = &v1alpha1.KeyRotation{Phase: tc.phase, Since: metav1.Now()}
+			}
+			if tc.rotated {
+				st.RotatedAt = &metav1.Time{}
+			}
+
+			members := etcdStatefulSet(t, in)
+			trusted := []string{"/etc/etcd/pki/server/ca.crt"}
+			peerTrusted := []string{"/etc/etcd/pki/peer/ca.crt"}
+			apiTrusted := []string{apiPKI + "/etcd/ca.crt"}
+			if tc.bundled {
+				trusted, peerTrusted, apiTrusted = []string{bundle}, []string{bundle}, []string{apiPKI + "/etcd-trust/ca.crt"}
+			}
+			assert.Equal(t, trusted, flagValues(members.Spec.Template.Spec.Containers[0].Args, "trusted-ca-file"))
+			assert.Equal(t, peerTrusted, flagValues(members.Spec.Template.Spec.Containers[0].Args, "peer-trusted-ca-file"))
+			assert.Equal(t, tc.bundled, mountsSecret(members.Spec.Template.Spec, "demo-etcd-trust"))
+
+			d, err := apiServerDeployment(in)
+			require.NoError(t, err)
+			assert.Equal(t, apiTrusted, flagValues(container(t, d, "kube-apiserver").Args, "etcd-cafile"))
+			assert.Equal(t, tc.bundled, mountsSecret(d.Spec.Template.Spec, "demo-etcd-trust"))
+			assert.Equal(t, []string{apiPKI + "/front-proxy/ca.crt"}, flagValues(container(t, d, "kube-apiserver").Args, "requestheader-client-ca-file"),
+				"the front proxy CA is not rotated")
+
+			certs := certificates(t, in)
+			for _, secret := range []string{"demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client", "demo-apiserver-etcd-client"} {
+				assert.Equal(t, tc.issuer, certs[secret].Spec.IssuerRef.Name, secret)
+			}
+			assert.Equal(t, "demo-proxy", certs["demo-front-proxy-client"].Spec.IssuerRef.Name, "the front proxy CA is not rotated")
+			assert.Equal(t, []string{"demo-apiserver-etcd-client", "demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client"},
+				CertificatesOf(in, tc.issuer))
+			wantIssuer := "demo-ca"
+			if tc.selfSigned {
+				wantIssuer = "demo-selfsigned"
+			}
+			assert.Equal(t, wantIssuer, certs["demo-etcd"].Spec.IssuerRef.Name)
+			next, rotating := certs["demo-etcd-next"]
+			assert.Equal(t, tc.phase != "", rotating, "the new CA is issued during a rotation only")
+			if rotating {
+				assert.True(t, next.Spec.IsCA)
+				assert.Equal(t, "demo-selfsigned", next.Spec.IssuerRef.Name, "the new CA is a root of its own")
+				assert.Equal(t, cmv1.RotationPolicyNever, next.Spec.PrivateKey.RotationPolicy)
+			}
+
+			configs, err := Configs{}.Render(in)
+			require.NoError(t, err)
+			var trust *corev1.Secret
+			for _, obj := range configs {
+				if obj.GetName() == "demo-etcd-trust" {
+					trust = obj.(*corev1.Secret)
+				}
+			}
+			if tc.phase == "" {
+				assert.Nil(t, trust, "no trust bundle outside a rotation")
+				return
+			}
+			require.NotNil(t, trust, "the bundle stays until the rotation ends: pods of the phase before still mount it")
+			assert.Equal(t, "kube-apiserver", trust.Labels[contract.ComponentLabel], "pruned by Configs once the rotation ended")
+			if !tc.replaced {
+				assert.Equal(t, string(oldCA)+string(newCA), string(trust.Data["ca.crt"]))
+			}
+		})
+	}
+}
+
+func etcdStatefulSet(t *testing.T, in render.Input) *appsv1.StatefulSet {
+	t.Helper()
+	objs, err := etcd.Component{}.Render(in)
+	require.NoError(t, err)
+	for _, obj := range objs {
+		if sts, ok := obj.(*appsv1.StatefulSet); ok {
+			return sts
+		}
+	}
+	t.Fatal("no StatefulSet")
+	return nil
+}
+
+func mountsSecret(pod corev1.PodSpec, secret string) bool {
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			return true
+		}
+	}
+	return false
+}
+
+// certificates are the Certificates PKI renders, by name.
+func certificates(t *testing.T, in render.Input) map[string]*cmv1.Certificate {
+	t.Helper()
+	objs, err := PKI{}.Render(in)
+	require.NoError(t, err)
+	out := map[string]*cmv1.Certificate{}
+	for _, obj := range objs {
+		if c, ok := obj.(*cmv1.Certificate); ok {
+			out[c.Name] = c
+		}
+	}
+	return out
+}

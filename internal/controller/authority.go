@@ -1,0 +1,251 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/rotation"
+)
+
+// authorityKind is a certificate authority the control plane rotates, as
+// the controller keeps it: its condition, its status, and the pods that
+// present or verify its certificates.
+type authorityKind struct {
+	key       string
+	condition string
+	// title names it in messages.
+	title  string
+	status func(*v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus
+	of     func(render.Input) render.Authority
+	// trusting tells whether every pod that presents or verifies its
+	// certificates runs what this pass rendered.
+	trusting func(s *scope) bool
+	// users says who trusts it, for the condition outside a rotation.
+	users string
+}
+
+var authorityKinds = []authorityKind{
+	{
+		key: v1alpha1.RotateEtcdCA, condition: v1alpha1.EtcdCAReadyCondition, title: "etcd CA",
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.Etcd
+		},
+		of:       render.Input.EtcdCA,
+		trusting: func(s *scope) bool { return s.apiServersRolled && etcdMembersRolled(s) },
+		users:    "etcd's members, the API servers and the controller",
+	},
+	{
+		key: v1alpha1.RotateFrontProxyCA, condition: v1alpha1.FrontProxyCAReadyCondition, title: "front proxy CA",
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.FrontProxy
+		},
+		of:       render.Input.FrontProxyCA,
+		trusting: func(s *scope) bool { return s.apiServersRolled },
+		users:    "the API servers",
+	},
+}
+
+// authorityKindOf is the kind the rotate annotation calls key; false when
+// none is.
+func authorityKindOf(key string) (authorityKind, bool) {
+	for _, k := range authorityKinds {
+		if k.key == key {
+			return k, true
+		}
+	}
+	return authorityKind{}, false
+}
+
+// rotateAuthorities keeps the condition of each certificate authority the
+// control plane rotates, and moves a rotation of it on, after the
+// management phases of the pass: a phase ends once every certificate of
+// the CA is issued by the phase's Issuer and every pod runs what it renders
+// (see internal/rotation).
+func (r *Reconciler) rotateAuthorities(ctx context.Context, s *scope) {
+	for _, k := range authorityKinds {
+		r.rotateAuthority(ctx, s, k)
+	}
+}
+
+func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityKind) {
+	st, a := k.status(s.hcp), k.of(s.in)
+	current := st.Rotation
+	if current == nil {
+		r.record(s.hcp, k.condition, readiness.Ready(authorityReady(k, a, st)))
+		if _, err := r.removeNextAuthority(ctx, s, a, false); err != nil {
+			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, v1alpha1.ApplyFailedReason, "RotateCA",
+				"the new %s of the last rotation is not removed from Secret %s yet: %v", k.title, a.Next, err)
+		}
+		return
+	}
+	rolled := s.done[v1alpha1.CertificatesReadyCondition] && a.Issued(components.CertificatesOf(s.in, a.Issuer())) && k.trusting(s)
+	step := rotation.Authority(current, rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}, time.Now())
+	if step.Replace {
+		if err := r.replaceAuthority(ctx, s, k, a); err != nil {
+			r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
+			return
+		}
+	}
+	st.Rotation = step.Next
+	if step.Next == nil {
+		st.RotatedAt = ptrTime(time.Now())
+		r.record(s.hcp, k.condition, readiness.Ready(authorityReady(k, a, st)))
+		r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "RotateCA",
+			"the %s was rotated: the CA in Secret %s alone is trusted, a root of its own", k.title, a.Secret)
+		return
+	}
+	if step.Next.Phase != current.Phase {
+		s.wakeWithin(time.Second) // the next pass renders the new phase
+		r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, string(step.Next.Phase), "RotateCA", "%s: %s", k.title, step.Message)
+	}
+	r.record(s.hcp, k.condition, readiness.Waiting(string(step.Next.Phase),
+		"rotation of the %s asked for at %s, in this phase since %s: %s", k.title, stamp(step.Next.StartedAt), stamp(step.Next.Since), step.Message))
+}
+
+// authorityReady is what the condition of a CA says outside a rotation.
+func authorityReady(k authorityKind, a render.Authority, st *v1alpha1.CertificateAuthorityStatus) string {
+	msg := fmt.Sprintf("%s trust the %s in Secret %s alone", k.users, k.title, a.Secret)
+	if at := st.RotatedAt; at != nil {
+		msg += "; last rotated at " + stamp(*at)
+	}
+	return msg
+}
+
+// etcdMembersRolled tells whether etcd has rolled out in this pass and
+// every member's pod, terminating ones included, runs the template it
+// rendered (the digests of the Secrets it mounts, the trust bundle among
+// them, are in the template).
+func etcdMembersRolled(s *scope) bool {
+	if !s.done[v1alpha1.EtcdReadyCondition] || s.facts == nil || s.facts.etcdPods == nil || len(s.facts.etcdPods.Items) == 0 {
+		return false
+	}
+	objs, err := etcd.Component{}.Render(s.in)
+	if err != nil {
+		return false
+	}
+	var want string
+	for _, obj := range objs {
+		if sts, ok := obj.(*appsv1.StatefulSet); ok {
+			want = sts.Spec.Template.Annotations[render.SecretsHashAnnotation]
+		}
+	}
+	for _, p := range s.facts.etcdPods.Items {
+		if p.Annotations[render.SecretsHashAnnotation] != want {
+			return false
+		}
+	}
+	return want != ""
+}
+
+// startAuthorityRotation starts a rotation of a CA, once what the last one
+// left behind is gone: the new CA is issued into a Secret that does not
+// exist, never taken from one that held the CA in use.
+func (r *Reconciler) startAuthorityRotation(ctx context.Context, s *scope, k authorityKind) {
+	a := k.of(s.in)
+	gone, err := r.removeNextAuthority(ctx, s, a, true)
+	if err != nil || !gone {
+		s.wakeWithin(time.Second)
+		return
+	}
+	k.status(s.hcp).Rotation = rotation.Start(v1alpha1.TrustingNewCA, time.Now())
+	s.wakeWithin(time.Second)
+	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, string(v1alpha1.TrustingNewCA), "RotateCA",
+		"rotating the %s: a new CA, a root of its own, is issued into Secret %s, and %s roll to trust it as well as the old one",
+		k.title, a.Next, k.users)
+}
+
+// replaceAuthority writes the new CA's key into the CA's Secret, where the
+// old one was. cert-manager keeps a key it finds there (rotationPolicy
+// Never) and issues the Secret's certificate for it, self-signed by now;
+// until the pass observes that (Replaced), certificates are issued by the
+// new CA's own Secret.
+func (r *Reconciler) replaceAuthority(ctx context.Context, s *scope, k authorityKind, a render.Authority) error {
+	next := &corev1.Secret{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}, next); err != nil {
+		return fmt.Errorf("read the new %s in Secret %s: %w", k.title, a.Next, err)
+	}
+	key := next.Data[corev1.TLSPrivateKeyKey]
+	if len(key) == 0 {
+		return fmt.Errorf("the Secret %s holds no %s", next.Name, corev1.TLSPrivateKeyKey)
+	}
+	current := &corev1.Secret{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Secret}, current); err != nil {
+		return fmt.Errorf("read Secret %s: %w", a.Secret, err)
+	}
+	if bytes.Equal(current.Data[corev1.TLSPrivateKeyKey], key) {
+		return nil // written in a pass the cache did not show yet
+	}
+	patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	current.Data[corev1.TLSPrivateKeyKey] = key
+	if err := r.client.Patch(ctx, current, patch); err != nil {
+		return fmt.Errorf("write the new %s into Secret %s: %w", k.title, current.Name, err)
+	}
+	r.recorder.Eventf(s.hcp, current, corev1.EventTypeNormal, string(v1alpha1.DroppingOldCA), "RotateCA",
+		"wrote the key of the new %s into Secret %s, in place of the old one; cert-manager issues it a self-signed certificate", k.title, current.Name)
+	return nil
+}
+
+// removeNextAuthority removes the Certificate, the Issuer and the Secret of
+// the new CA of a rotation that ended (its key is in the CA's Secret now),
+// the Certificate first or cert-manager would issue it again. It tells
+// whether all are gone. Outside a rotation the cache is asked alone, so an
+// idle control plane costs no request; before one starts, the API server
+// too.
+func (r *Reconciler) removeNextAuthority(ctx context.Context, s *scope, a render.Authority, live bool) (bool, error) {
+	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}
+	gone := true
+	for _, obj := range []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{}} {
+		err := r.client.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) && live {
+			err = r.apiReader.Get(ctx, key, obj)
+		}
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", key.Name, err)
+		}
+		gone = false
+		if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete %T %s: %w", obj, key.Name, err)
+		}
+	}
+	return gone, nil
+}
+
+// authoritySecret is what the Secret of a certificate authority holds, as
+// rendering needs it (render.AuthoritySecret): whether it is a root of its
+// own, and digests of its key and of its certificate's.
+func authoritySecret(secret *corev1.Secret) render.AuthoritySecret {
+	a := render.AuthoritySecret{}
+	if key := secret.Data[corev1.TLSPrivateKeyKey]; len(key) > 0 {
+		a.Key = contract.Digest(key)
+	}
+	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
+	if block == nil {
+		return a
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return a
+	}
+	a.CertKey = contract.Digest(cert.RawSubjectPublicKeyInfo)
+	a.SelfSigned = bytes.Equal(cert.RawIssuer, cert.RawSubject) && cert.CheckSignatureFrom(cert) == nil
+	return a
+}

@@ -1,0 +1,658 @@
+package envtest
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// A rotation of the etcd CA and one of the front proxy CA, asked for
+// together by the rotate annotation, walk their phases on one control plane
+// with three real etcd members (peers over TLS) and two real API servers,
+// each restarted one at a time whenever its template changes, as the
+// StatefulSet and Deployment controllers roll pods, while a client reads
+// and writes through the API servers that are in service (one is taken out
+// of service, its requests drained, before it stops, as its endpoint is
+// before a pod terminates) and the controller talks to the members as it
+// does (the health-check client certificate, at the pods' addresses). No
+// request fails in any phase.
+//
+// etcd: before, a client certificate the old etcd CA signed, and one the
+// cluster CA signed, are accepted by every member (the etcd CA was an
+// intermediate under the cluster CA, whose root the members trusted);
+// after, both are refused, and the etcd CA is a root of its own.
+//
+// Front proxy: the API servers take a request that the front proxy
+// forwards (its client certificate, the user in X-Remote-User) from a
+// certificate of the old CA before, and refuse it after; they take one of
+// the new CA's, and publish the new CA to extension API servers
+// (kube-system/extension-apiserver-authentication).
+func TestCARotation(t *testing.T) {
+	const name = "carot"
+	ports := []int{freePort(t), freePort(t)}
+	_, hcp := readyControlPlane(t, name, "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(ports[0])}
+	})
+	ns := hcp.Namespace
+	t.Cleanup(func() {
+		if t.Failed() {
+			var lines []string
+			for _, line := range strings.Split(controller.Output(), "\n") {
+				if strings.Contains(line, ns) {
+					lines = append(lines, line)
+				}
+			}
+			t.Logf("the controller's log of %s:\n%s", ns, tail(strings.Join(lines, "\n")))
+			for _, c := range get(t, &v1alpha1.HostedControlPlane{}, ns, name).Status.Conditions {
+				t.Logf("%s=%s %s: %.300s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	})
+	members := runEtcdMembers(t, hcp, 3)
+	apis := newAPIServers(t, members.hosted(), ports)
+	rollPodsOf(t, hcp, name+"-apiserver")
+	waitCondition(t, hcp, v1alpha1.EtcdCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	waitCondition(t, hcp, v1alpha1.FrontProxyCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+
+	oldEtcdCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
+	byOldEtcdCA := signedClient(t, oldEtcdCA)
+	admin := adminCredentials(t, ns, name)
+	for _, m := range members.members {
+		assert.NoError(t, members.dial(t, m, byOldEtcdCA), "before: a certificate of the old etcd CA is accepted")
+		assert.NoError(t, members.dial(t, m, admin), "before: etcd trusts what the cluster CA signs")
+	}
+	load := startLoad(t, ns, name, ports) // once each API server answers: its RBAC bootstrapped, alice may ask who she is
+	oldProxyCA := get(t, &corev1.Secret{}, ns, name+"-proxy")
+	byOldProxyCA := signedClientOf(t, oldProxyCA, "front-proxy-client")
+	assert.Equal(t, "alice", proxiedUser(t, ports[0], byOldProxyCA), "before: the front proxy's certificate of the old CA is taken")
+
+	etcdReasons := watchReasons(t, hcp, v1alpha1.EtcdCAReadyCondition)
+	proxyReasons := watchReasons(t, hcp, v1alpha1.FrontProxyCAReadyCondition)
+	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
+		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEtcdCA + "," + v1alpha1.RotateFrontProxyCA
+	}))
+	start := time.Now()
+
+	// Play the rollouts until both rotations have ended.
+	waitForLong(t, "the etcd and front proxy CAs are rotated", 15*time.Minute, func() error {
+		members.roll(t)
+		apis.roll(t, hcp, load)
+		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
+		if st := cp.Status.CertificateAuthorities.Etcd; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
+		}
+		if st := cp.Status.CertificateAuthorities.FrontProxy; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.certificateAuthorities.frontProxy: %+v; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.FrontProxyCAReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
+		}
+		return nil
+	})
+	t.Logf("BENCH rotation_etcd_and_front_proxy_ca_envtest_s %.1f s", time.Since(start).Seconds())
+	// What the last phase renders runs everywhere.
+	members.roll(t)
+	apis.roll(t, hcp, load)
+	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	ok, failures := load.stop()
+	assert.Empty(t, failures, "no request failed through the phases")
+	assert.Greater(t, ok, 100, "the client kept asking")
+	t.Logf("%d requests, %d failed", ok+len(failures), len(failures))
+
+	for _, c := range []struct {
+		title, condition string
+		reasons          func() []string
+	}{{"etcd CA", v1alpha1.EtcdCAReadyCondition, etcdReasons}, {"front proxy CA", v1alpha1.FrontProxyCAReadyCondition, proxyReasons}} {
+		seen := strings.Join(c.reasons(), "\n")
+		for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.DroppingOldCA} {
+			assert.Contains(t, seen, string(phase)+": rotation of the "+c.title+" asked for at ", "%s named the phase", c.condition)
+		}
+		cond := waitCondition(t, hcp, c.condition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+		assert.Contains(t, cond.Message, "last rotated at")
+	}
+
+	// The etcd CA is a new root of its own; the old CA, and the cluster CA,
+	// are refused.
+	newEtcdCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
+	root := parseCert(t, newEtcdCA.Data["tls.crt"])
+	assert.Equal(t, root.Subject.String(), root.Issuer.String(), "self-signed")
+	require.NoError(t, root.CheckSignatureFrom(root))
+	assert.NotEqual(t, oldEtcdCA.Data["tls.key"], newEtcdCA.Data["tls.key"])
+	assert.Equal(t, newEtcdCA.Data["ca.crt"], get(t, &corev1.Secret{}, ns, name+"-etcd-server").Data["ca.crt"], "the members' certificate is of the new CA")
+	for _, m := range members.members {
+		assert.Error(t, members.dial(t, m, byOldEtcdCA), "after: a certificate of the old etcd CA is refused")
+		assert.Error(t, members.dial(t, m, admin), "after: etcd no longer trusts what the cluster CA signs")
+		assert.NoError(t, members.dial(t, m, signedClient(t, newEtcdCA)), "a certificate of the new CA is accepted")
+	}
+
+	// The front proxy CA too; the API servers refuse what the old one
+	// signed.
+	newProxyCA := get(t, &corev1.Secret{}, ns, name+"-proxy")
+	proxyRoot := parseCert(t, newProxyCA.Data["tls.crt"])
+	require.NoError(t, proxyRoot.CheckSignatureFrom(proxyRoot), "a root of its own")
+	assert.NotEqual(t, oldProxyCA.Data["tls.key"], newProxyCA.Data["tls.key"])
+	for _, port := range ports {
+		assert.NotEqual(t, "alice", proxiedUser(t, port, byOldProxyCA), "after: the front proxy's certificate of the old CA is refused")
+		assert.Equal(t, "alice", proxiedUser(t, port, signedClientOf(t, newProxyCA, "front-proxy-client")), "one of the new CA is taken")
+	}
+	published := workloadClient(t, ns, name)
+	cm, err := published.CoreV1().ConfigMaps("kube-system").Get(testContext(t), "extension-apiserver-authentication", metav1.GetOptions{})
+	require.NoError(t, err)
+	// The API servers add their CA to what the ConfigMap holds, and drop
+	// only expired ones: the old CA stays there (see the README).
+	assert.Contains(t, cm.Data["requestheader-client-ca-file"], strings.TrimSpace(string(newProxyCA.Data["ca.crt"])),
+		"extension API servers are told to trust the new CA")
+
+	waitFor(t, "the new CAs' own Secrets, Certificates and Issuers, and the trust bundles, are removed", func() error {
+		for _, ca := range []struct{ secret, trust string }{{name + "-etcd", name + "-etcd-trust"}, {name + "-proxy", name + "-proxy-trust"}} {
+			for _, o := range []struct {
+				obj  client.Object
+				name string
+			}{{&corev1.Secret{}, ca.secret + "-next"}, {&cmv1.Certificate{}, ca.secret + "-next"}, {&cmv1.Issuer{}, ca.secret + "-next"}, {&corev1.Secret{}, ca.trust}} {
+				if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%T %s: %w", o.obj, o.name, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// etcdMember is a member of a real etcd cluster run as a StatefulSet's pod:
+// its pod's name and address, and the template it was started with.
+type etcdMember struct {
+	name, podIP          string
+	clientPort, peerPort int
+	dataDir              string
+	proc                 *Process
+	template             string
+}
+
+// etcdMembers run the members of a control plane's etcd on 127.0.0.1 (their
+// certificates name it), each also listening at its pod's address on etcd's
+// client port, where the controller reaches it.
+type etcdMembers struct {
+	ns, cluster string
+	members     []*etcdMember
+}
+
+func runEtcdMembers(t *testing.T, hcp *v1alpha1.HostedControlPlane, n int) *etcdMembers {
+	t.Helper()
+	e := &etcdMembers{ns: hcp.Namespace, cluster: hcp.Name}
+	net := fmt.Sprintf("127.%d.%d", 1+time.Now().UnixNano()%250, 1+os.Getpid()%250)
+	for i := range n {
+		e.members = append(e.members, &etcdMember{
+			name: fmt.Sprintf("%s-etcd-%d", hcp.Name, i), podIP: fmt.Sprintf("%s.%d", net, 10+i),
+			clientPort: freePort(t), peerPort: freePort(t), dataDir: filepath.Join(t.TempDir(), "data"),
+		})
+	}
+	for _, m := range e.members {
+		e.start(t, m, "new")
+	}
+	for _, m := range e.members {
+		e.waitHealthy(t, m)
+		e.runPod(t, m)
+	}
+	rollOutStatefulSet(t, hcp.Namespace, hcp.Name+"-etcd")
+	t.Cleanup(func() {
+		for _, m := range e.members {
+			_ = m.proc.Stop(10 * time.Second)
+		}
+	})
+	return e
+}
+
+// hosted is what the API servers are started against.
+func (e *etcdMembers) hosted() *hostedEtcd {
+	h := &hostedEtcd{ns: e.ns, cluster: e.cluster}
+	for _, m := range e.members {
+		h.endpoints = append(h.endpoints, fmt.Sprintf("https://127.0.0.1:%d", m.clientPort))
+	}
+	return h
+}
+
+// templateOf identifies a pod template: its arguments and what its Secrets
+// held.
+func templateOf(spec corev1.PodTemplateSpec) string {
+	return spec.Annotations["controlplane.cluster.x-k8s.io/secrets-hash"] + " " + strings.Join(spec.Spec.Containers[0].Args, " ")
+}
+
+// start runs m with the StatefulSet's current template, its Secrets written
+// as the kubelet mounts them, and its addresses as this machine has them.
+func (e *etcdMembers) start(t *testing.T, m *etcdMember, state string) {
+	t.Helper()
+	sts := get(t, &appsv1.StatefulSet{}, e.ns, e.cluster+"-etcd")
+	var cluster []string
+	for _, peer := range e.members {
+		cluster = append(cluster, fmt.Sprintf("%s=https://127.0.0.1:%d", peer.name, peer.peerPort))
+	}
+	dir := t.TempDir()
+	args := mountInto(t, e.ns, dir, sts.Spec.Template.Spec.Volumes, sts.Spec.Template.Spec.Containers[0])
+	args = slices.DeleteFunc(args, func(a string) bool {
+		return slices.ContainsFunc([]string{
+			"name", "data-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
+			"initial-advertise-peer-urls", "listen-metrics-urls",
+		}, func(flag string) bool { return strings.HasPrefix(a, "--"+flag+"=") })
+	})
+	args = append(args, "--name="+m.name, "--data-dir="+m.dataDir,
+		fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d,https://%s:%d", m.clientPort, m.podIP, contract.EtcdClientPort),
+		fmt.Sprintf("--advertise-client-urls=https://127.0.0.1:%d", m.clientPort),
+		fmt.Sprintf("--listen-peer-urls=https://127.0.0.1:%d", m.peerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=https://127.0.0.1:%d", m.peerPort),
+		"--listen-metrics-urls=http://127.0.0.1:0",
+		"--initial-cluster="+strings.Join(cluster, ","), "--initial-cluster-state="+state)
+	proc, err := StartProcess(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "etcd"), nil, args...)
+	require.NoError(t, err)
+	m.proc, m.template = proc, templateOf(sts.Spec.Template)
+}
+
+// waitHealthy waits until m answers its health key with the health-check
+// client certificate (and the trust bundle while there is one), as the
+// controller asks.
+func (e *etcdMembers) waitHealthy(t *testing.T, m *etcdMember) {
+	t.Helper()
+	waitFor(t, m.name+" answers", func() error {
+		if exited, err := m.proc.Exited(); exited {
+			return fmt.Errorf("etcd exited (%w):\n%s", err, tail(m.proc.Output()))
+		}
+		return e.dial(t, m, e.controllerCredentials(t))
+	})
+}
+
+// controllerCredentials are the controller's: the health-check client
+// certificate, verifying the members with the trust bundle while a
+// rotation has one.
+func (e *etcdMembers) controllerCredentials(t *testing.T) *tls.Config {
+	t.Helper()
+	secret := get(t, &corev1.Secret{}, e.ns, contract.EtcdHealthcheckSecretName(e.cluster))
+	cert, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(secret.Data["ca.crt"])
+	trust := &corev1.Secret{}
+	if env.Client.Get(testContext(t), client.ObjectKey{Namespace: e.ns, Name: contract.EtcdTrustSecretName(e.cluster)}, trust) == nil {
+		roots.AppendCertsFromPEM(trust.Data["ca.crt"])
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+// dial reads a key from m with cfg's client certificate; nil when etcd
+// answered. The member is verified with cfg's roots, or, when it has none,
+// not at all (the question is whether the member accepts the client).
+func (e *etcdMembers) dial(t *testing.T, m *etcdMember, cfg *tls.Config) error {
+	t.Helper()
+	cfg = cfg.Clone()
+	cfg.ServerName = contract.EtcdServerName(e.cluster, e.ns)
+	if cfg.RootCAs == nil {
+		cfg.InsecureSkipVerify = true //nolint:gosec // the member's certificate is not what is tested
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{fmt.Sprintf("https://127.0.0.1:%d", m.clientPort)}, DialTimeout: 3 * time.Second, TLS: cfg,
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(testContext(t), 3*time.Second)
+	defer cancel()
+	_, err = c.Get(ctx, "health")
+	return err
+}
+
+// runPod replaces m's pod with one of the StatefulSet's current template,
+// running at m's address and ready, as the StatefulSet controller and the
+// kubelet would.
+func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
+	t.Helper()
+	ctx := testContext(t)
+	sts := get(t, &appsv1.StatefulSet{}, e.ns, e.cluster+"-etcd")
+	old := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.name}, old); err == nil {
+		require.NoError(t, env.Client.Delete(ctx, old, client.GracePeriodSeconds(0)))
+		waitFor(t, m.name+" deleted", func() error {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %w", err)
+			}
+			return nil
+		})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: m.name, Labels: sts.Spec.Template.Labels, Annotations: sts.Spec.Template.Annotations},
+		Spec:       *sts.Spec.Template.Spec.DeepCopy(),
+	}
+	// The StatefulSet controller adds the volumes of its claims.
+	for _, claim := range sts.Spec.VolumeClaimTemplates {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: claim.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name + "-" + m.name},
+		}})
+	}
+	require.NoError(t, env.Client.Create(ctx, pod))
+	setStatus(t, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP, p.Status.PodIPs = m.podIP, []corev1.PodIP{{IP: m.podIP}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	})
+}
+
+// roll restarts, one at a time, each member whose template changed, each
+// only once the one before answers, and reports the rollout.
+func (e *etcdMembers) roll(t *testing.T) {
+	t.Helper()
+	for _, m := range e.members {
+		sts := get(t, &appsv1.StatefulSet{}, e.ns, e.cluster+"-etcd")
+		if templateOf(sts.Spec.Template) == m.template {
+			continue
+		}
+		_ = m.proc.Stop(20 * time.Second) // etcd ends on SIGTERM by the signal
+		e.start(t, m, "existing")
+		e.waitHealthy(t, m)
+		e.runPod(t, m)
+	}
+	rollOutStatefulSet(t, e.ns, e.cluster+"-etcd")
+}
+
+// apiServers are the API servers of a control plane, each on its port.
+type apiServers struct {
+	etcd     *hostedEtcd
+	ports    []int
+	procs    []*Process
+	template string
+}
+
+func newAPIServers(t *testing.T, etcd *hostedEtcd, ports []int) *apiServers {
+	t.Helper()
+	a := &apiServers{etcd: etcd, ports: ports}
+	for _, port := range ports {
+		p, _ := etcd.startAPIServer(t, port, withoutShutdownDelay)
+		a.procs = append(a.procs, p)
+	}
+	a.template = templateOf(get(t, &appsv1.Deployment{}, etcd.ns, etcd.cluster+"-apiserver").Spec.Template)
+	return a
+}
+
+// withoutShutdownDelay leaves out the API servers' shutdown delay, which
+// keeps a terminating one serving while its endpoint leaves the Service:
+// here the load stops sending it requests before it is stopped.
+func withoutShutdownDelay(arg string) bool {
+	return strings.HasPrefix(arg, "--shutdown-delay-duration=")
+}
+
+// roll restarts the API servers one at a time when their template changed:
+// each is taken out of the load's service first (its requests drained), and
+// put back once it answers.
+func (a *apiServers) roll(t *testing.T, hcp *v1alpha1.HostedControlPlane, l *load) {
+	t.Helper()
+	d := get(t, &appsv1.Deployment{}, a.etcd.ns, a.etcd.cluster+"-apiserver")
+	if templateOf(d.Spec.Template) == a.template {
+		rollOutDeployment(t, a.etcd.ns, a.etcd.cluster+"-apiserver")
+		return
+	}
+	for i, port := range a.ports {
+		l.out(port)
+		require.NoError(t, a.procs[i].Stop(20*time.Second))
+		a.procs[i], _ = a.etcd.startAPIServer(t, port, withoutShutdownDelay)
+		l.waitAnswers(t, port)
+		l.in(port)
+	}
+	a.template = templateOf(d.Spec.Template)
+	rollPodsOf(t, hcp, a.etcd.cluster+"-apiserver")
+}
+
+// load reads and writes through the API servers in service, one request
+// after another, round robin, and counts what failed.
+type load struct {
+	mu       sync.Mutex
+	gates    map[int]*sync.RWMutex
+	serving  map[int]bool
+	clients  map[int]kubernetes.Interface
+	ok       int
+	failures []string
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func startLoad(t *testing.T, ns, cluster string, ports []int) *load {
+	t.Helper()
+	kubeconfig := get(t, &corev1.Secret{}, ns, cluster+"-kubeconfig")
+	l := &load{gates: map[int]*sync.RWMutex{}, serving: map[int]bool{}, clients: map[int]kubernetes.Interface{}, done: make(chan struct{})}
+	for _, port := range ports {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
+		require.NoError(t, err)
+		cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+		cfg.QPS, cfg.Burst = 100, 100
+		l.clients[port] = kubernetes.NewForConfigOrDie(cfg)
+		l.gates[port], l.serving[port] = &sync.RWMutex{}, true
+	}
+	// Not testContext's: the load runs longer than its two minutes.
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	// An API server just started may not finish a TLS handshake in time on
+	// a busy machine: the load starts once each answers.
+	for _, port := range ports {
+		l.waitAnswers(t, port)
+	}
+	_, err := l.clients[ports[0]].CoreV1().Namespaces().Create(testContext(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = l.clients[ports[0]].CoreV1().ConfigMaps("load").Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	go func() {
+		defer close(l.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			port := ports[i%len(ports)]
+			l.request(ctx, port, i)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { l.stop() })
+	return l
+}
+
+// request reads and writes through the API server on port, unless it is
+// out of service.
+func (l *load) request(ctx context.Context, port, i int) {
+	l.mu.Lock()
+	serving, gate := l.serving[port], l.gates[port]
+	l.mu.Unlock()
+	if !serving || !gate.TryRLock() {
+		return
+	}
+	defer gate.RUnlock()
+	c := l.clients[port]
+	cm, err := c.CoreV1().ConfigMaps("load").Get(ctx, "load", metav1.GetOptions{})
+	if err == nil {
+		cm.Data = map[string]string{"n": fmt.Sprint(i)}
+		_, err = c.CoreV1().ConfigMaps("load").Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if apierrors.IsConflict(err) {
+		err = nil // another API server wrote in between: an answer
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.ok++
+	case ctx.Err() == nil:
+		l.failures = append(l.failures, fmt.Sprintf("%s via :%d: %v", time.Now().Format(time.RFC3339Nano), port, err))
+	}
+}
+
+// out takes the API server on port out of service once its requests are
+// done.
+func (l *load) out(port int) {
+	l.mu.Lock()
+	l.serving[port] = false
+	gate := l.gates[port]
+	l.mu.Unlock()
+	gate.Lock()
+	gate.Unlock() //nolint:staticcheck // drains the requests in flight
+}
+
+func (l *load) in(port int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.serving[port] = true
+}
+
+// waitAnswers waits until the API server on port is ready.
+func (l *load) waitAnswers(t *testing.T, port int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the API server on :%d is ready", port), func() error {
+		_, err := l.clients[port].Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(testContext(t))
+		return err
+	})
+}
+
+// stop ends the load and returns the requests that succeeded and the
+// failures.
+func (l *load) stop() (int, []string) {
+	l.cancel()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ok, slices.Clone(l.failures)
+}
+
+// signedClient is a client certificate the CA in secret signs, presented
+// with the CA's certificate as its chain, without roots (the member's
+// certificate is not verified).
+func signedClient(t *testing.T, secret *corev1.Secret) *tls.Config {
+	t.Helper()
+	return signedClientOf(t, secret, "intruder")
+}
+
+// signedClientOf is signedClient with commonName as its subject.
+func signedClientOf(t *testing.T, secret *corev1.Secret, commonName string) *tls.Config {
+	t.Helper()
+	caCert := parseCert(t, secret.Data["tls.crt"])
+	block, _ := pem.Decode(secret.Data["tls.key"])
+	require.NotNil(t, block)
+	caKey, err := parsePrivateKey(block.Bytes)
+	require.NoError(t, err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: commonName},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+	require.NoError(t, err)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der, caCert.Raw}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
+
+func parsePrivateKey(der []byte) (crypto.Signer, error) {
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, nil
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, err
+	}
+	return k.(crypto.Signer), nil
+}
+
+// adminCredentials are the admin client certificate of <cluster>-kubeconfig,
+// which the cluster CA signs.
+func adminCredentials(t *testing.T, ns, cluster string) *tls.Config {
+	t.Helper()
+	kubeconfig := get(t, &corev1.Secret{}, ns, cluster+"-kubeconfig")
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	require.NoError(t, err)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+}
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return s[len(s)-3000:]
+	}
+	return s
+}
+
+// waitForLong polls check every half second for up to timeout.
+func waitForLong(t *testing.T, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not so after %s: %v", what, timeout, err)
+}
+
+// proxiedUser is who the API server on port takes a request for, that
+// comes with cfg's client certificate as the front proxy's and names alice
+// in X-Remote-User; empty when it refuses the request.
+func proxiedUser(t *testing.T, port int, cfg *tls.Config) string {
+	t.Helper()
+	body := strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost,
+		fmt.Sprintf("https://127.0.0.1:%d/apis/authentication.k8s.io/v1/selfsubjectreviews", port), body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Remote-User", "alice")
+	req.Header.Set("X-Remote-Group", "system:authenticated")
+	resp, err := proxiedClient(cfg).Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Logf("the API server on :%d refused the request: %s %.300s", port, resp.Status, msg)
+		return ""
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(review))
+	return review.Status.UserInfo.Username
+}
+
+func proxiedClient(cfg *tls.Config) *http.Client {
+	cfg = cfg.Clone()
+	cfg.InsecureSkipVerify = true //nolint:gosec // the API server's certificate is not what is tested
+	cfg.RootCAs = x509.NewCertPool()
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
