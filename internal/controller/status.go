@@ -77,7 +77,7 @@ func imagesAllowed(hcp *v1alpha1.HostedControlPlane, allowed contract.Registries
 	if len(allowed) == 0 {
 		return readiness.Outcome{
 			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
-			Message: "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)",
+			Message: `the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is "*" or empty)`,
 		}
 	}
 	errs := webhooks.DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, allowed)
