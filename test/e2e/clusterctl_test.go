@@ -127,7 +127,12 @@ func TestClusterctl(t *testing.T) {
 			"--wait-providers", "--wait-provider-timeout", "600")
 		assert.Equal(t, ctl.pinned(t, to, "controller"), controllerImage(t))
 		eventually(t, 5*time.Minute, "every workload of the control planes is "+to+"'s or held for it", func() error {
-			return renderedBy(t, ns, to, true)
+			for _, k := range keys {
+				if err := renderedBy(t, k, to, true); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		for _, k := range keys {
 			require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, time.Minute))
@@ -143,23 +148,27 @@ func TestClusterctl(t *testing.T) {
 				assert.False(t, p.MustRoll, "%s: %s", k, p.Object)
 			}
 		}
-		assert.Equal(t, before, hostedPods(t, ns), "the hosted pods, their UIDs and restarts")
+		if !assert.Equal(t, before, hostedPods(t, ns), "the hosted pods, their UIDs and restarts") {
+			logRestarts(t, ns)
+		}
 	})
 
-	t.Run("spec.rollout.after rolls every control plane to the new rendering", func(t *testing.T) {
-		after := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	t.Run("spec.rollout.after rolls each control plane to the new rendering", func(t *testing.T) {
+		// One at a time, as a platform would (and as two cores can start
+		// them).
 		for _, k := range keys {
+			start := time.Now()
+			after := start.UTC().Truncate(time.Second).Format(time.RFC3339)
 			require.NoError(t, k8s.Patch(testContext(t), &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}},
 				client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rollout":{"after":"`+after+`"}}}`))))
-		}
-		eventually(t, 20*time.Minute, "every workload is "+to+"'s, nothing pending, every pod replaced", func() error {
-			if err := renderedBy(t, ns, to, false); err != nil {
-				return err
-			}
-			return replaced(t, ns, before)
-		})
-		for _, k := range keys {
-			require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, 5*time.Minute))
+			eventually(t, 15*time.Minute, k.String()+": every workload is "+to+"'s, nothing pending, every pod replaced", func() error {
+				if err := renderedBy(t, k, to, false); err != nil {
+					return err
+				}
+				return replaced(t, k, before)
+			})
+			require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, 10*time.Minute))
+			t.Logf("%s rolled and Available in %s", k, time.Since(start).Round(time.Second))
 			ctl.reachAPIServer(t, k)
 		}
 		readKept(t, restored, written)
@@ -291,12 +300,35 @@ func readKept(t *testing.T, key client.ObjectKey, value string) {
 	assert.Equal(t, value, cm.Data["value"], "the ConfigMap written before the rollout")
 }
 
-// replaced checks that no pod of before runs any longer: each one's name is
-// gone or carries another UID.
-func replaced(t *testing.T, ns string, before map[string]string) error {
+// logRestarts logs how each container in ns that restarted ended last, and
+// when the controller's pod started, so that a restart can be told from
+// the upgrade or not.
+func logRestarts(t *testing.T, ns string) {
 	t.Helper()
-	now := hostedPods(t, ns)
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace("hosted-control-plane-system")))
+	for _, p := range pods.Items {
+		t.Logf("pod %s started %s", p.Name, p.Status.StartTime)
+	}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if last := c.LastTerminationState.Terminated; last != nil {
+				t.Logf("%s/%s restarted %d times; last ended %s (exit %d, %s): %s", p.Name, c.Name, c.RestartCount, last.FinishedAt, last.ExitCode, last.Reason, last.Message)
+			}
+		}
+	}
+}
+
+// replaced checks that no pod of the control plane key in before runs any
+// longer: each one's name is gone or carries another UID.
+func replaced(t *testing.T, key client.ObjectKey, before map[string]string) error {
+	t.Helper()
+	now := hostedPods(t, key.Namespace)
 	for name, was := range before {
+		if !strings.HasPrefix(name, key.Name+"-") {
+			continue
+		}
 		if now[name] != "" && strings.Fields(now[name])[0] == strings.Fields(was)[0] {
 			return fmt.Errorf("pod %s not replaced (%s)", name, was)
 		}
@@ -441,28 +473,26 @@ func hostedPods(t *testing.T, ns string) map[string]string {
 }
 
 // renderedBy checks that release has taken over every Deployment and
-// StatefulSet of the control planes in ns: its rendering is applied, as
-// their rendered-by annotation records, or, when held is true, held for the
-// next rollout, as their control plane's status.rollout.pending lists it.
-func renderedBy(t *testing.T, ns, release string, held bool) error {
+// StatefulSet of the control plane key: its rendering is applied, as their
+// rendered-by annotation records, or, when held is true, held for the next
+// rollout, as the control plane's status.rollout.pending lists it.
+func renderedBy(t *testing.T, key client.ObjectKey, release string, held bool) error {
 	t.Helper()
 	ctx := testContext(t)
-	hcps := &v1alpha1.HostedControlPlaneList{}
-	if err := k8s.List(ctx, hcps, client.InNamespace(ns)); err != nil {
+	hcp := &v1alpha1.HostedControlPlane{}
+	if err := k8s.Get(ctx, key, hcp); err != nil {
 		return err
 	}
 	pending := map[string]bool{}
-	for _, hcp := range hcps.Items {
-		for _, p := range hcp.Status.Rollout.Pending {
-			if !held {
-				return fmt.Errorf("%s: %s pending", hcp.Name, p.Object)
-			}
-			pending[p.Object] = strings.HasPrefix(p.RenderedBy, release+"+")
+	for _, p := range hcp.Status.Rollout.Pending {
+		if !held {
+			return fmt.Errorf("%s: %s pending", key, p.Object)
 		}
+		pending[p.Object] = strings.HasPrefix(p.RenderedBy, release+"+")
 	}
 	deployments, statefulSets := &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}
 	for _, list := range []client.ObjectList{deployments, statefulSets} {
-		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := k8s.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": key.Name}); err != nil {
 			return err
 		}
 	}
@@ -474,7 +504,7 @@ func renderedBy(t *testing.T, ns, release string, held bool) error {
 		objs["StatefulSet "+statefulSets.Items[i].Name] = &statefulSets.Items[i]
 	}
 	if len(objs) == 0 {
-		return fmt.Errorf("no workload in %s", ns)
+		return fmt.Errorf("no workload of %s", key)
 	}
 	for name, o := range objs {
 		if by := o.GetAnnotations()[rolloutstamp.RenderedByAnnotation]; !strings.HasPrefix(by, release+"+") && !pending[name] {
