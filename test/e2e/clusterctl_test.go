@@ -244,7 +244,7 @@ func startClusters(t *testing.T, ns string) []client.ObjectKey {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: restored.Name + "-encryption", Labels: map[string]string{userInput: "true"}},
 		Data:       map[string][]byte{"encryption-config.yaml": kept.Data["encryption-config.yaml"]},
 	}))
-	apply(t, ns, restoredCluster(restored.Name, images.KubeVersion, store.secretNamespace, keys[0].String(), 1, 1))
+	apply(t, ns, restoredCluster(restored.Name, store.secretNamespace, keys[0].String(), 1, 1))
 	start = time.Now()
 	require.NoError(t, local.WaitAvailable(ctx, k8s, restored, 15*time.Minute))
 	t.Logf("%s Available %s after its Cluster was created", restored, time.Since(start).Round(time.Second))

@@ -77,8 +77,10 @@ func TestClusterctlReadsTheRelease(t *testing.T) {
 	assert.Contains(t, components, "cluster.x-k8s.io/provider: control-plane-hosted-control-plane")
 	tracesOffByDefault(t, components)
 
-	components = ctl([]string{"HCP_OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://collector.observability:4317",
-		"HCP_OTEL_TRACES_SAMPLER=traceidratio", "HCP_OTEL_TRACES_SAMPLER_ARG=0"}, "generate", "provider", "--control-plane", "hosted-control-plane")
+	components = ctl([]string{
+		"HCP_OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://collector.observability:4317",
+		"HCP_OTEL_TRACES_SAMPLER=traceidratio", "HCP_OTEL_TRACES_SAMPLER_ARG=0",
+	}, "generate", "provider", "--control-plane", "hosted-control-plane")
 	for _, name := range []string{"hcp-controller", "hcp-extension"} {
 		env := deploymentEnv(t, components, name)
 		assert.Equal(t, "http://collector.observability:4317", readSettings(t, name, env).TracesEndpoint(), "%s traces", name)
