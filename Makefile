@@ -73,6 +73,23 @@ release: $(KUSTOMIZE) ## Write release VERSION (such as v0.2.0) into dist/contro
 	@[ -n "$(VERSION)" ] || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
 	cd tools/localcluster && go run ./cmd/release -version $(VERSION) -out $(CURDIR)/dist -kustomize $(KUSTOMIZE)
 
+# CLUSTERCTL_BASE is main as it was before upgrades of the controller held
+# rendering changes back (the parent of 161f1f0), which make test-clusterctl
+# releases as its first release. That tree had no make release: release-base
+# gives it this repository's metadata.yaml and hack/release-base as its
+# config/release, and releases it with this repository's tool; everything else
+# (binaries, CRDs, RBAC, webhooks, config/default) is that tree's own.
+CLUSTERCTL_BASE ?= ce7577d
+BASE_SRC := $(CURDIR)/dist/.base-$(CLUSTERCTL_BASE)
+
+.PHONY: release-base
+release-base: $(KUSTOMIZE) ## Write release VERSION of the tree at CLUSTERCTL_BASE (git archive) into dist/control-plane-hosted-control-plane/VERSION, as make release does.
+	@[ -n "$(VERSION)" ] || { echo "usage: make release-base VERSION=v0.1.0"; exit 2; }
+	rm -rf $(BASE_SRC) && mkdir -p $(BASE_SRC)/config/release
+	git archive $(CLUSTERCTL_BASE) | tar -x -C $(BASE_SRC)
+	cp hack/release-base/kustomization.yaml $(BASE_SRC)/config/release/ && cp metadata.yaml $(BASE_SRC)/
+	cd tools/localcluster && go run ./cmd/release -version $(VERSION) -source $(BASE_SRC) -out $(CURDIR)/dist -kustomize $(KUSTOMIZE)
+
 .PHONY: up
 up: host-packages $(KUSTOMIZE) manifests ## Quickstart: build what is missing, start the local management cluster, install the provider, create a hosted cluster (GATEWAY=1: served through the Gateway).
 	cd tools/localcluster && go build -o $(LOCALCLUSTER) ./cmd/localcluster
@@ -130,9 +147,10 @@ test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end te
 CLUSTERCTL_RELEASES ?= v0.1.0 v0.2.0
 
 .PHONY: test-clusterctl
-test-clusterctl: host-packages $(KUSTOMIZE) manifests images clusterctl ## Install, upgrade and delete the provider with a real clusterctl in a local management cluster, from a local repository of CLUSTERCTL_RELEASES (root; not run by CI).
-	for v in $(CLUSTERCTL_RELEASES); do $(MAKE) release VERSION=$$v || exit 1; done
-	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) E2E_CLUSTERCTL=$(CLUSTERCTL) E2E_CLUSTERCTL_REPOSITORY=$(CURDIR)/dist \
+test-clusterctl: host-packages $(KUSTOMIZE) versitygw manifests images clusterctl ## Install, upgrade and delete the provider with a real clusterctl in a local management cluster, from a local repository of CLUSTERCTL_RELEASES (root; not run by CI).
+	$(MAKE) release-base VERSION=$(firstword $(CLUSTERCTL_RELEASES))
+	for v in $(wordlist 2,$(words $(CLUSTERCTL_RELEASES)),$(CLUSTERCTL_RELEASES)); do $(MAKE) release VERSION=$$v || exit 1; done
+	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) VERSITYGW=$(VERSITYGW) E2E_CLUSTERCTL=$(CLUSTERCTL) E2E_CLUSTERCTL_REPOSITORY=$(CURDIR)/dist \
 		go test -count=1 . -run '^TestClusterctl$$' -v -timeout 60m 2>&1 | tee $(BIN)/e2e-clusterctl.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:)|_test.go' || (tail -150 $(BIN)/e2e-clusterctl.log; exit 1)
 
 # install-missing installs the Debian packages $(1) that are not installed.

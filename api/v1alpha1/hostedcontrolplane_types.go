@@ -79,8 +79,8 @@ const (
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-hosted-control-plane"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`,description="Cluster this control plane belongs to"
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="The API server answers through the cluster's kubeconfig"
-// +kubebuilder:printcolumn:name="Failing",type=string,JSONPath=`.status.conditions[?(@.status=="False")].type`,description="The first condition that is false (Available first, then by name); empty when none is"
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="False")].reason`,description="Why that condition is false"
+// +kubebuilder:printcolumn:name="Failing",type=string,JSONPath=`.status.failing.type`,description="The first condition that is false (Available first, then by name; Paused, false while not paused, never); empty when none is"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.failing.reason`,description="Why that condition is false"
 // +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`,description="The API server has answered at least once"
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,description="Where workers reach the API server"
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`,description="Desired API server replicas"
@@ -149,6 +149,13 @@ type HostedControlPlaneStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// failing is the first condition that is false (Available first, then
+	// the others by name, as conditions are ordered) and its reason, for
+	// kubectl get hcp; absent when none is. Paused, false while the control
+	// plane is not paused, is never failing.
+	// +optional
+	Failing *FailingCondition `json:"failing,omitempty"`
 
 	// initialization tells Cluster API when the control plane first answered.
 	// +optional
@@ -225,6 +232,20 @@ type HostedControlPlaneStatus struct {
 	// starts.
 	// +optional
 	Rollout RolloutStatus `json:"rollout,omitempty,omitzero"`
+}
+
+// FailingCondition names a condition that is false, and why.
+type FailingCondition struct {
+	// type of the condition, such as EtcdReady.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+
+	// reason the condition gives, such as EtcdRolloutStuck.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 }
 
 // RolloutStatus reports the rendering a newer release of the controller

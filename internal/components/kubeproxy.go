@@ -42,9 +42,11 @@ func (KubeProxy) Disabled(in render.Input) bool {
 	return ptr.Deref(in.ControlPlane.Spec.KubeProxy.Disabled, false)
 }
 
-// Ready is rolled out.
+// Ready is rolled out on the nodes, or NoNodes before the first one joins
+// (until the workload cluster's DaemonSet controller has seen kube-proxy, it
+// reads as 0 of 0 nodes available).
 func (KubeProxy) Ready(ctx context.Context, c client.Reader, _ render.Input, applied readiness.Applied) (readiness.Outcome, error) {
-	return rolledOut(ctx, c, applied)
+	return rolledOutOnNodes(ctx, c, applied)
 }
 
 // Render renders kube-proxy, also when it is disabled, so that the

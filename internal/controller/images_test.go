@@ -17,13 +17,19 @@ func TestImagesAllowed(t *testing.T) {
 	hcp := &v1alpha1.HostedControlPlane{}
 	hcp.Spec.Etcd.Image = &v1alpha1.ImageSpec{Registry: ptr.To("old.example.com")}
 
-	out := imagesAllowed(hcp, nil)
-	assert.True(t, out.Done)
-	assert.Equal(t, "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)", out.Message)
+	// "*" is the release bundle's default (clusterctl takes no empty value);
+	// the condition said "is empty" for it.
+	for _, setting := range []string{"", contract.AnyRegistry} {
+		allowed, err := contract.ParseRegistries(setting)
+		require.NoError(t, err)
+		out := imagesAllowed(hcp, allowed)
+		assert.True(t, out.Done)
+		assert.Equal(t, `the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is "*" or empty)`, out.Message, "setting %q", setting)
+	}
 
 	allowed, err := contract.ParseRegistries("registry.k8s.io")
 	require.NoError(t, err)
-	out = imagesAllowed(hcp, allowed)
+	out := imagesAllowed(hcp, allowed)
 	assert.False(t, out.Done)
 	assert.True(t, out.Warn, "told in a Warning event once")
 	assert.Equal(t, v1alpha1.ImageNotAllowedReason, out.Reason)

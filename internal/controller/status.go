@@ -77,7 +77,7 @@ func imagesAllowed(hcp *v1alpha1.HostedControlPlane, allowed contract.Registries
 	if len(allowed) == 0 {
 		return readiness.Outcome{
 			Done: true, Reason: v1alpha1.AllowedRegistriesReason,
-			Message: "the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is empty)",
+			Message: `the platform allows images from any registry (ALLOWED_IMAGE_REGISTRIES is "*" or empty)`,
 		}
 	}
 	errs := webhooks.DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, allowed)
@@ -183,6 +183,7 @@ func updateStatus(s *scope) {
 			}
 		}
 	}
+	st.Failing = failing(hcp.Status.Conditions)
 	if s.done[v1alpha1.ExposureReadyCondition] {
 		// What the user set stays; what was missing is filled in once, when
 		// the control plane is first served there.
@@ -228,6 +229,19 @@ func updateStatus(s *scope) {
 	if s.facts.etcdClaims != nil {
 		st.Etcd.VolumeSize = s.in.EtcdVolumeCapacity
 	}
+}
+
+// failing is the first of conds, as Cluster API orders them (Available
+// first, then by name), that is false; nil when none is. Paused is false
+// while the control plane is not paused (Cluster API's contract), which is
+// how a healthy one is.
+func failing(conds []metav1.Condition) *v1alpha1.FailingCondition {
+	for _, c := range conds {
+		if c.Status == metav1.ConditionFalse && c.Type != clusterv1.PausedCondition {
+			return &v1alpha1.FailingCondition{Type: c.Type, Reason: c.Reason}
+		}
+	}
+	return nil
 }
 
 // runningVersion is the oldest version a ready API server pod runs, and how

@@ -169,3 +169,26 @@ func TestUpdateStatusWithoutCluster(t *testing.T) {
 	assert.Nil(t, s.hcp.Status.Initialization.ControlPlaneInitialized)
 	assert.Empty(t, s.hcp.Status.Selector)
 }
+
+// kubectl get hcp's FAILING and REASON come from status.failing: the first
+// false condition as Cluster API orders them, Paused never, since it is
+// false on every control plane that is not paused (read from the
+// conditions themselves, a healthy control plane showed "Paused NotPaused").
+func TestFailing(t *testing.T) {
+	hcp := &v1alpha1.HostedControlPlane{}
+	set := func(t, status, reason string) {
+		conditions.Set(hcp, metav1.Condition{Type: t, Status: metav1.ConditionStatus(status), Reason: reason})
+	}
+	set(clusterv1.PausedCondition, "False", clusterv1.NotPausedReason)
+	set(v1alpha1.EtcdReadyCondition, "True", v1alpha1.ReadyReason)
+	set(v1alpha1.AvailableCondition, "True", v1alpha1.ReadyReason)
+	assert.Nil(t, failing(hcp.Status.Conditions), "a healthy control plane")
+
+	set(v1alpha1.KonnectivityAgentReadyCondition, "False", v1alpha1.ProgressingReason)
+	set(v1alpha1.CoreDNSReadyCondition, "Unknown", v1alpha1.ProgressingReason)
+	set(v1alpha1.BackupReadyCondition, "False", v1alpha1.SnapshotFailedReason)
+	assert.Equal(t, &v1alpha1.FailingCondition{Type: v1alpha1.BackupReadyCondition, Reason: v1alpha1.SnapshotFailedReason}, failing(hcp.Status.Conditions), "the first by name")
+
+	set(v1alpha1.AvailableCondition, "False", v1alpha1.NotAnsweringReason)
+	assert.Equal(t, &v1alpha1.FailingCondition{Type: v1alpha1.AvailableCondition, Reason: v1alpha1.NotAnsweringReason}, failing(hcp.Status.Conditions), "Available first")
+}

@@ -170,14 +170,26 @@ func podTemplate(obj client.Object) *corev1.PodTemplateSpec {
 
 // Started tells whether the change from current to want is the user's or an
 // observation's: the same renderer rendered current, the spec changed
-// since, or a key rotation the user asked for moved to another step.
+// since, a key rotation the user asked for moved to another step, or
+// spec.rollout.after was reached since current's pods started (also when
+// this is the first pass of a new release over it: the request may come
+// before that pass).
 func Started(current, want *unstructured.Unstructured) bool {
 	have, next := current.GetAnnotations(), want.GetAnnotations()
 	if have[RenderedByAnnotation] == next[RenderedByAnnotation] || have[RotationAnnotation] != next[RotationAnnotation] {
 		return true
 	}
+	if at := templateAnnotation(want, RestartedAtAnnotation); at != "" && at != templateAnnotation(current, RestartedAtAnnotation) {
+		return true
+	}
 	gen, hash := have[SpecGenerationAnnotation], have[SpecHashAnnotation]
 	return gen != "" && hash != "" && gen != next[SpecGenerationAnnotation] && hash != next[SpecHashAnnotation]
+}
+
+// templateAnnotation is the annotation key of obj's pod template.
+func templateAnnotation(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "spec", "template", "metadata", "annotations", key)
+	return v
 }
 
 // MustRoll tells whether want is of a rendering level current is below.

@@ -41,6 +41,22 @@ func TestStarted(t *testing.T) {
 			assert.Equal(t, tc.started, Started(stamped(tc.current), stamped(tc.want)))
 		})
 	}
+
+	// spec.rollout.after reached before the first pass of a new release over
+	// a workload (TestClusterctl's add-ons in the workload cluster were held
+	// for ever): the user's request, once its time is written into the pod
+	// template; one the pods already had is not asked again.
+	restarted := func(annotations map[string]string, at string) *unstructured.Unstructured {
+		u := stamped(annotations)
+		if at != "" {
+			require.NoError(t, unstructured.SetNestedField(u.Object, at, "spec", "template", "metadata", "annotations", RestartedAtAnnotation))
+		}
+		return u
+	}
+	next := map[string]string{RenderedByAnnotation: "v2+a", SpecGenerationAnnotation: "4", SpecHashAnnotation: "h3"}
+	assert.True(t, Started(restarted(nil, ""), restarted(next, "2026-11-26T11:50:13Z")), "rendered before stamps existed")
+	assert.True(t, Started(restarted(old, "2026-11-25T10:00:00Z"), restarted(next, "2026-11-26T11:50:13Z")), "a later rollout asked for")
+	assert.False(t, Started(restarted(old, "2026-11-26T11:50:13Z"), restarted(next, "2026-11-26T11:50:13Z")), "the pods had that rollout")
 }
 
 func TestMustRoll(t *testing.T) {

@@ -126,7 +126,7 @@ func BenchmarkEtcdRestore(b *testing.B) {
 	backUp(b, store, key, false)
 	deleteClusters(b, key) // stores the final snapshot
 	start := time.Now()
-	apply(b, ns, restoredCluster(key.Name, images.KubeVersion, store.secretNamespace, "", 2, 3))
+	apply(b, ns, restoredCluster(key.Name, store.secretNamespace, "", 2, 3))
 	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
 	restore := time.Since(start)
 	everyConfigMapRestored(b, store, key, restoreObjects)

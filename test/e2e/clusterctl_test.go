@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,16 +46,24 @@ func clusterctlRun() bool { return os.Getenv("E2E_CLUSTERCTL") != "" }
 // TestClusterctl installs, upgrades and deletes the provider as a platform
 // team does, with a real clusterctl (E2E_CLUSTERCTL, built by make
 // clusterctl at our Cluster API version) from a local repository
-// (E2E_CLUSTERCTL_REPOSITORY, where make release wrote two releases or
-// more): clusterctl init installs the oldest release, whose images were
-// imported from its OCI archives; a hosted Cluster becomes Available;
-// clusterctl describe cluster shows its control plane's conditions;
-// clusterctl get kubeconfig prints a kubeconfig that reaches its API server;
-// clusterctl upgrade plan offers the newest release and clusterctl upgrade
-// apply installs it, after which the new controller has taken over every
-// workload of the control plane and no hosted pod was replaced or restarted;
-// clusterctl move is refused while the control plane carries our block-move
-// annotation; clusterctl delete removes the provider.
+// (E2E_CLUSTERCTL_REPOSITORY, where make test-clusterctl wrote two releases
+// or more: the oldest from main before upgrades of the controller held
+// rendering changes back, CLUSTERCTL_BASE, the newest from this tree):
+// clusterctl init installs the oldest release, whose images were imported
+// from its OCI archives; hosted Clusters of every exposure the local
+// cluster serves (LoadBalancer, NodePort, Gateway) and one restored from
+// another's snapshot become Available; clusterctl describe cluster shows a
+// control plane's conditions; clusterctl get kubeconfig prints a kubeconfig
+// that reaches each API server; clusterctl upgrade plan offers the newest
+// release and clusterctl upgrade apply installs it, after which the new
+// controller has taken over every workload of every control plane, no
+// hosted pod was replaced or restarted, and each control plane's
+// status.rollout.pending says which workloads the new release renders
+// differently and which fields of their pods it changes; spec.rollout.after
+// then rolls each control plane to the new rendering, which serves as
+// before and keeps its data; clusterctl move is refused while the control
+// plane carries our block-move annotation; clusterctl delete removes the
+// provider.
 //
 // The suite's Cluster API core provider was installed from its module, as
 // every run installs it; the test records it in clusterctl's inventory and
@@ -86,11 +95,8 @@ func TestClusterctl(t *testing.T) {
 	})
 
 	ns := namespace(t, "clusterctl")
-	key := client.ObjectKey{Namespace: ns, Name: "ctl"}
-	apply(t, ns, hostedCluster(key.Name, images.KubeVersion, 1, 1))
-	start := time.Now()
-	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
-	t.Logf("Available %s after the Cluster was created", time.Since(start).Round(time.Second))
+	keys := startClusters(t, ns)
+	key := keys[0]
 
 	t.Run("clusterctl describe cluster shows the control plane's conditions", func(t *testing.T) {
 		out := ctl.run(t, "describe", "cluster", key.Name, "-n", ns, "--show-conditions", "all")
@@ -100,18 +106,15 @@ func TestClusterctl(t *testing.T) {
 		}
 	})
 
-	t.Run("clusterctl get kubeconfig reaches the hosted API server", func(t *testing.T) {
-		kubeconfig := ctl.run(t, "get", "kubeconfig", key.Name, "-n", ns)
-		cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
-		require.NoError(t, err)
-		cfg.Dial = cluster.DialContext
-		hosted, err := kubernetes.NewForConfig(cfg)
-		require.NoError(t, err)
-		version, err := hosted.Discovery().ServerVersion()
-		require.NoError(t, err)
-		assert.Equal(t, images.KubeVersion, version.GitVersion)
+	t.Run("clusterctl get kubeconfig reaches each hosted API server", func(t *testing.T) {
+		for _, k := range keys {
+			ctl.reachAPIServer(t, k)
+		}
 	})
 
+	// Written into the restored cluster, read back after its etcd rolled.
+	restored := keys[len(keys)-1]
+	written := writeKept(t, restored)
 	before := hostedPods(t, ns)
 	t.Run("clusterctl upgrade plan offers the newest release", func(t *testing.T) {
 		out := ctl.run(t, "upgrade", "plan")
@@ -119,41 +122,82 @@ func TestClusterctl(t *testing.T) {
 			regexp.QuoteMeta(from)+`\s+`+regexp.QuoteMeta(to)+`\s*$`, out)
 	})
 
-	t.Run("clusterctl upgrade apply installs it and no hosted pod restarts", func(t *testing.T) {
+	t.Run("clusterctl upgrade apply installs it, no hosted pod restarts and the new rendering is pending", func(t *testing.T) {
 		ctl.run(t, "upgrade", "apply", "--control-plane", "hosted-control-plane-system/hosted-control-plane:"+to,
 			"--wait-providers", "--wait-provider-timeout", "600")
 		assert.Equal(t, ctl.pinned(t, to, "controller"), controllerImage(t))
-		eventually(t, 5*time.Minute, "every workload of the control plane is "+to+"'s or held for it", func() error {
-			return renderedBy(t, key, to)
+		eventually(t, 5*time.Minute, "every workload of the control planes is "+to+"'s or held for it", func() error {
+			for _, k := range keys {
+				if err := renderedBy(t, k, to, true); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
-		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, time.Minute))
-		hcp := &v1alpha1.HostedControlPlane{}
-		require.NoError(t, k8s.Get(testContext(t), key, hcp))
-		t.Logf("renderings held for the next rollout: %+v", hcp.Status.Rollout.Pending)
-		assert.Equal(t, before, hostedPods(t, ns), "the hosted pods, their UIDs and restarts")
+		for _, k := range keys {
+			require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, time.Minute))
+			hcp := &v1alpha1.HostedControlPlane{}
+			require.NoError(t, k8s.Get(testContext(t), k, hcp))
+			t.Logf("%s: renderings held for the next rollout: %+v", k, hcp.Status.Rollout.Pending)
+			// The oldest release stamped no workload: every one it rendered
+			// differently is held, and says what it changes.
+			assert.NotEmpty(t, hcp.Status.Rollout.Pending, "%s: nothing pending", k)
+			for _, p := range hcp.Status.Rollout.Pending {
+				assert.NotEmpty(t, p.Changes, "%s: %s", k, p.Object)
+				assert.True(t, strings.HasPrefix(p.RenderedBy, to+"+"), "%s: %s held for %s", k, p.Object, p.RenderedBy)
+				assert.False(t, p.MustRoll, "%s: %s", k, p.Object)
+			}
+		}
+		if !assert.Equal(t, before, hostedPods(t, ns), "the hosted pods, their UIDs and restarts") {
+			logRestarts(t, ns)
+		}
 	})
 
+	t.Run("spec.rollout.after rolls each control plane to the new rendering", func(t *testing.T) {
+		// One at a time, as a platform would (and as two cores can start
+		// them).
+		for _, k := range keys {
+			start := time.Now()
+			after := start.UTC().Truncate(time.Second).Format(time.RFC3339)
+			require.NoError(t, k8s.Patch(testContext(t), &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rollout":{"after":"`+after+`"}}}`))))
+			eventually(t, 15*time.Minute, k.String()+": every workload is "+to+"'s, nothing pending, every pod replaced", func() error {
+				if err := renderedBy(t, k, to, false); err != nil {
+					return err
+				}
+				return replaced(t, k, before)
+			})
+			require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, 10*time.Minute))
+			t.Logf("%s rolled and Available in %s", k, time.Since(start).Round(time.Second))
+			ctl.reachAPIServer(t, k)
+		}
+		readKept(t, restored, written)
+	})
+
+	rolled := hostedPods(t, ns)
 	t.Run("clusterctl move is refused", func(t *testing.T) {
 		hcp := &v1alpha1.HostedControlPlane{}
 		require.NoError(t, k8s.Get(testContext(t), key, hcp))
 		assert.Contains(t, hcp.Annotations["clusterctl.cluster.x-k8s.io/block-move"], "cannot be moved by clusterctl move")
 		// The target is the same cluster: clusterctl checks it holds every
-		// provider, pauses the Cluster and waits (about six minutes) for the
+		// provider, pauses the Clusters and waits (about six minutes) for the
 		// block to go before it writes anything.
 		out, err := ctl.output("move", "-n", ns, "--to-kubeconfig", mgmt.Kubeconfig)
 		t.Logf("clusterctl move: %v\n%s", err, out)
 		require.Error(t, err)
 		assert.Contains(t, out, "resource is not ready to move")
 		assert.Contains(t, out, "HostedControlPlane")
-		// clusterctl leaves the Cluster paused, as after any failed move.
-		c := &clusterv1.Cluster{}
-		require.NoError(t, k8s.Get(testContext(t), key, c))
-		require.NoError(t, k8s.Patch(testContext(t), c, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":false}}`))))
-		assert.Equal(t, before, hostedPods(t, ns), "the hosted pods, their UIDs and restarts")
+		// clusterctl leaves the Clusters paused, as after any failed move.
+		for _, k := range keys {
+			c := &clusterv1.Cluster{}
+			require.NoError(t, k8s.Get(testContext(t), k, c))
+			require.NoError(t, k8s.Patch(testContext(t), c, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":false}}`))))
+		}
+		assert.Equal(t, rolled, hostedPods(t, ns), "the hosted pods, their UIDs and restarts")
 	})
 
 	t.Run("clusterctl delete removes the provider", func(t *testing.T) {
-		deleteClusters(t, key)
+		deleteClusters(t, keys...)
 		ctl.run(t, "delete", "--control-plane", "hosted-control-plane", "--include-crd", "--include-namespace")
 		eventually(t, 3*time.Minute, "the provider is gone", func() error {
 			ctx := testContext(t)
@@ -168,6 +212,128 @@ func TestClusterctl(t *testing.T) {
 		out := ctl.run(t, "upgrade", "plan")
 		assert.NotContains(t, out, "hosted-control-plane", "the inventory no longer lists the provider")
 	})
+}
+
+// startClusters creates in ns, under the release clusterctl installed, a
+// hosted Cluster of each exposure the local cluster serves: LoadBalancer
+// (backed up into a versitygw store), NodePort and the suite's Gateway; and,
+// once the first is Available and its snapshot stored, a fourth whose etcd
+// restores that snapshot (with the first's encryption key copied, as the
+// README tells). It returns their keys, the restored one last, once every
+// one is Available.
+func startClusters(t *testing.T, ns string) []client.ObjectKey {
+	t.Helper()
+	store := startBackupStore(t, "clusterctl-backups")
+	store.grant(t, ns)
+	keys := []client.ObjectKey{{Namespace: ns, Name: "ctl"}, {Namespace: ns, Name: "nodeport"}, {Namespace: ns, Name: "gateway"}}
+	apply(t, ns, hostedCluster(keys[0].Name, images.KubeVersion, 1, 1))
+	apply(t, ns, hostedCluster(keys[1].Name, images.KubeVersion, 1, 1)+"  exposure: {type: NodePort}\n")
+	apply(t, ns, gatewayCluster(keys[2].Name, provider.GatewayName, provider.GatewayNamespace))
+	start := time.Now()
+	for _, k := range keys {
+		require.NoError(t, local.WaitAvailable(testContext(t), k8s, k, 15*time.Minute))
+		t.Logf("%s Available %s after the Clusters were created", k, time.Since(start).Round(time.Second))
+	}
+	snapshotStored(t, store, keys[0])
+
+	ctx := testContext(t)
+	restored := client.ObjectKey{Namespace: ns, Name: "restored"}
+	kept := &corev1.Secret{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: keys[0].Name + "-encryption"}, kept))
+	require.NoError(t, k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: restored.Name + "-encryption", Labels: map[string]string{userInput: "true"}},
+		Data:       map[string][]byte{"encryption-config.yaml": kept.Data["encryption-config.yaml"]},
+	}))
+	apply(t, ns, restoredCluster(restored.Name, store.secretNamespace, keys[0].String(), 1, 1))
+	start = time.Now()
+	require.NoError(t, local.WaitAvailable(ctx, k8s, restored, 15*time.Minute))
+	t.Logf("%s Available %s after its Cluster was created", restored, time.Since(start).Round(time.Second))
+	hcp := &v1alpha1.HostedControlPlane{}
+	require.NoError(t, k8s.Get(ctx, restored, hcp))
+	require.NotNil(t, hcp.Status.Etcd.RestoredFrom, "%s restored", restored)
+	t.Logf("%s restored from %+v", restored, *hcp.Status.Etcd.RestoredFrom)
+	for _, k := range append(keys, restored) {
+		eventually(t, 5*time.Minute, "the pods of "+k.String()+" are ready", func() error {
+			return readyPods(t, k.Namespace, k.Name+"-apiserver", 1)
+		})
+	}
+	return append(keys, restored)
+}
+
+// reachAPIServer checks that clusterctl get kubeconfig prints a kubeconfig
+// that reaches the API server of the Cluster key.
+func (c *clusterctlCLI) reachAPIServer(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	kubeconfig := c.run(t, "get", "kubeconfig", key.Name, "-n", key.Namespace)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	require.NoError(t, err)
+	cfg.Dial = cluster.DialContext
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	version, err := hosted.Discovery().ServerVersion()
+	require.NoError(t, err, key.String())
+	assert.Equal(t, images.KubeVersion, version.GitVersion, key.String())
+}
+
+// writeKept writes a ConfigMap of unique content into the workload cluster
+// of key and returns the content.
+func writeKept(t *testing.T, key client.ObjectKey) string {
+	t.Helper()
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	value := randomHex(t)
+	_, err = hosted.CoreV1().ConfigMaps("default").Create(testContext(t), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"value": value},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return value
+}
+
+// readKept checks that the workload cluster of key still holds what
+// writeKept wrote.
+func readKept(t *testing.T, key client.ObjectKey, value string) {
+	t.Helper()
+	hosted, err := kubernetes.NewForConfig(hostedConfig(t, key.Namespace, key.Name))
+	require.NoError(t, err)
+	cm, err := hosted.CoreV1().ConfigMaps("default").Get(testContext(t), "kept", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, value, cm.Data["value"], "the ConfigMap written before the rollout")
+}
+
+// logRestarts logs how each container in ns that restarted ended last, and
+// when the controller's pod started, so that a restart can be told from
+// the upgrade or not.
+func logRestarts(t *testing.T, ns string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace("hosted-control-plane-system")))
+	for _, p := range pods.Items {
+		t.Logf("pod %s started %s", p.Name, p.Status.StartTime)
+	}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns)))
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if last := c.LastTerminationState.Terminated; last != nil {
+				t.Logf("%s/%s restarted %d times; last ended %s (exit %d, %s): %s", p.Name, c.Name, c.RestartCount, last.FinishedAt, last.ExitCode, last.Reason, last.Message)
+			}
+		}
+	}
+}
+
+// replaced checks that no pod of the control plane key in before runs any
+// longer: each one's name is gone or carries another UID.
+func replaced(t *testing.T, key client.ObjectKey, before map[string]string) error {
+	t.Helper()
+	now := hostedPods(t, key.Namespace)
+	for name, was := range before {
+		if !strings.HasPrefix(name, key.Name+"-") {
+			continue
+		}
+		if now[name] != "" && strings.Fields(now[name])[0] == strings.Fields(was)[0] {
+			return fmt.Errorf("pod %s not replaced (%s)", name, was)
+		}
+	}
+	return nil
 }
 
 // clusterctlCLI runs clusterctl against the local management cluster with a
@@ -308,22 +474,25 @@ func hostedPods(t *testing.T, ns string) map[string]string {
 
 // renderedBy checks that release has taken over every Deployment and
 // StatefulSet of the control plane key: its rendering is applied, as their
-// rendered-by annotation records, or held for the next rollout, as the
-// control plane's status.rollout.pending lists it.
-func renderedBy(t *testing.T, key client.ObjectKey, release string) error {
+// rendered-by annotation records, or, when held is true, held for the next
+// rollout, as the control plane's status.rollout.pending lists it.
+func renderedBy(t *testing.T, key client.ObjectKey, release string, held bool) error {
 	t.Helper()
 	ctx := testContext(t)
 	hcp := &v1alpha1.HostedControlPlane{}
 	if err := k8s.Get(ctx, key, hcp); err != nil {
 		return err
 	}
-	held := map[string]bool{}
+	pending := map[string]bool{}
 	for _, p := range hcp.Status.Rollout.Pending {
-		held[p.Object] = strings.HasPrefix(p.RenderedBy, release+"+")
+		if !held {
+			return fmt.Errorf("%s: %s pending", key, p.Object)
+		}
+		pending[p.Object] = strings.HasPrefix(p.RenderedBy, release+"+")
 	}
 	deployments, statefulSets := &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}
 	for _, list := range []client.ObjectList{deployments, statefulSets} {
-		if err := k8s.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+		if err := k8s.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": key.Name}); err != nil {
 			return err
 		}
 	}
@@ -335,10 +504,10 @@ func renderedBy(t *testing.T, key client.ObjectKey, release string) error {
 		objs["StatefulSet "+statefulSets.Items[i].Name] = &statefulSets.Items[i]
 	}
 	if len(objs) == 0 {
-		return fmt.Errorf("no workload in %s", key.Namespace)
+		return fmt.Errorf("no workload of %s", key)
 	}
 	for name, o := range objs {
-		if by := o.GetAnnotations()[rolloutstamp.RenderedByAnnotation]; !strings.HasPrefix(by, release+"+") && !held[name] {
+		if by := o.GetAnnotations()[rolloutstamp.RenderedByAnnotation]; !strings.HasPrefix(by, release+"+") && !pending[name] {
 			return fmt.Errorf("%s rendered by %q, and no rendering of %s held", name, by, release)
 		}
 	}

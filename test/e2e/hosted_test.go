@@ -183,7 +183,7 @@ func TestHostedControlPlane(t *testing.T) {
 
 	t.Run("the Cluster created again with restore: latest has every ConfigMap and the encrypted Secret back", func(t *testing.T) {
 		start := time.Now()
-		apply(t, ns, restoredCluster("direct", images.KubeVersion, store.secretNamespace, "", 2, 3))
+		apply(t, ns, restoredCluster("direct", store.secretNamespace, "", 2, 3))
 		require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
 		t.Logf("Available %s after the Cluster was created again from its final snapshot", time.Since(start).Round(time.Second))
 		everyConfigMapRestored(t, store, key, backupConfigMaps)
@@ -211,7 +211,7 @@ func copiedOnlyWithGrant(t *testing.T, store *backupStore, from client.ObjectKey
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + "-encryption"},
 		Data:       map[string][]byte{"encryption-config.yaml": kept.Data["encryption-config.yaml"]},
 	}))
-	apply(t, key.Namespace, restoredCluster(key.Name, images.KubeVersion, store.secretNamespace, from.String(), 1, 1))
+	apply(t, key.Namespace, restoredCluster(key.Name, store.secretNamespace, from.String(), 1, 1))
 	eventually(t, 2*time.Minute, "EtcdRestored RefNotPermitted", func() error {
 		hcp := &v1alpha1.HostedControlPlane{}
 		if err := k8s.Get(ctx, key, hcp); err != nil {
@@ -247,15 +247,15 @@ func copiedOnlyWithGrant(t *testing.T, store *backupStore, from client.ObjectKey
 	return key
 }
 
-// restoredCluster is hostedCluster with backups into the store's Secret in
-// secretNamespace and etcd restored from the latest snapshot of fromCluster
-// (<namespace>/<name>; its own when empty).
-func restoredCluster(name, version, secretNamespace, fromCluster string, apiServers, etcdMembers int) string {
+// restoredCluster is hostedCluster at images.KubeVersion with backups into
+// the store's Secret in secretNamespace and etcd restored from the latest
+// snapshot of fromCluster (<namespace>/<name>; its own when empty).
+func restoredCluster(name, secretNamespace, fromCluster string, apiServers, etcdMembers int) string {
 	from := ""
 	if fromCluster != "" {
 		from = ", fromCluster: " + fromCluster
 	}
-	return strings.Replace(hostedCluster(name, version, apiServers, etcdMembers), fmt.Sprintf("etcd: {replicas: %d, volumeSize: 1Gi}", etcdMembers), fmt.Sprintf(
+	return strings.Replace(hostedCluster(name, images.KubeVersion, apiServers, etcdMembers), fmt.Sprintf("etcd: {replicas: %d, volumeSize: 1Gi}", etcdMembers), fmt.Sprintf(
 		`etcd: {replicas: %d, volumeSize: 1Gi, backup: {schedule: "0 0 1 1 *", secret: {name: s3, namespace: %s}}, restore: {snapshot: latest%s}}`,
 		etcdMembers, secretNamespace, from), 1)
 }

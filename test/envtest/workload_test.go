@@ -158,6 +158,7 @@ func TestWorkloadCluster(t *testing.T) {
 	assert.Equal(t, "applied; no node has joined the workload cluster yet, and its pods start once one does", c.Message)
 	waitCondition(t, hcp, v1alpha1.KonnectivityAgentReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
 	waitCondition(t, hcp, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	shownWell(t, hcp, v1alpha1.KubernetesServiceReadyCondition, v1alpha1.NoServiceEndpointReason)
 	// Once one joins, pods that do not run are told: at the next pass, which
 	// the Deployment's status brings as its pods start (here, a touch).
 	require.NoError(t, w.client.Create(testContext(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-0"}}))
@@ -500,5 +501,49 @@ func issuerDiscovery(t *testing.T, hcp *v1alpha1.HostedControlPlane, w *workload
 	for _, path := range []string{"/api", "/apis", "/api/v1/namespaces", "/api/v1/namespaces/kube-system/secrets"} {
 		code, body := fetch(path)
 		assert.Equal(t, http.StatusForbidden, code, "%s is not anonymous: %s", path, body)
+	}
+}
+
+// shownWell checks what an operator sees of a control plane that came up
+// well: every condition true but Paused (false: not paused, as Cluster
+// API's contract says) and the condition except, false for reason, which
+// this test's setup cannot make true; kubectl get hcp naming that one alone
+// as failing; and no Warning event about the control plane (what kubectl
+// describe hcp lists) recorded on the way but that condition's.
+func shownWell(t *testing.T, hcp *v1alpha1.HostedControlPlane, except, reason string) {
+	t.Helper()
+	waitFor(t, "every condition true but "+except, func() error {
+		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+			return err
+		}
+		var wrong []string
+		for _, c := range hcp.Status.Conditions {
+			want := metav1.ConditionTrue
+			if c.Type == clusterv1.PausedCondition || c.Type == except {
+				want = metav1.ConditionFalse
+			}
+			if c.Status != want || (c.Type == except && c.Reason != reason) {
+				wrong = append(wrong, fmt.Sprintf("%s %s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+			}
+		}
+		if len(wrong) > 0 {
+			return fmt.Errorf("%s", strings.Join(wrong, "; "))
+		}
+		return nil
+	})
+
+	lines := strings.Split(strings.TrimRight(kubectl(t, "get", "hcp", hcp.Name, "-n", hcp.Namespace), "\n"), "\n")
+	require.Len(t, lines, 2)
+	from, to := strings.Index(lines[0], "FAILING"), strings.Index(lines[0], "INITIALIZED")
+	require.True(t, from > 0 && to > from, lines[0])
+	assert.Equal(t, []string{except, reason}, strings.Fields(lines[1][from:to]), "FAILING and REASON:\n%s", strings.Join(lines, "\n"))
+
+	events := &eventsv1.EventList{}
+	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(hcp.Namespace)))
+	for _, e := range events.Items {
+		regardsIt := e.Regarding.Kind == "HostedControlPlane" && e.Regarding.Name == hcp.Name
+		if regardsIt && e.Type == corev1.EventTypeWarning && (e.Reason != reason || e.Action != except) {
+			t.Errorf("Warning event %s on %s %s (%s): %s", e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Action, e.Note)
+		}
 	}
 }

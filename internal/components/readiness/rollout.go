@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,21 +41,28 @@ func RolledOut(ctx context.Context, c client.Reader, objs []client.Object, name 
 	for _, obj := range objs {
 		var done bool
 		var how string
+		var err error
 		switch obj.(type) {
 		case *appsv1.Deployment:
 			d := &appsv1.Deployment{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), d); err != nil {
-				return Outcome{}, err
+			if err = c.Get(ctx, client.ObjectKeyFromObject(obj), d); err == nil {
+				done, how = DeploymentProgress(d)
 			}
-			done, how = DeploymentProgress(d)
 		case *appsv1.DaemonSet:
 			ds := &appsv1.DaemonSet{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), ds); err != nil {
-				return Outcome{}, err
+			if err = c.Get(ctx, client.ObjectKeyFromObject(obj), ds); err == nil {
+				done, how = DaemonSetProgress(ds)
 			}
-			done, how = DaemonSetProgress(ds)
 		default:
 			continue
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			// Just created: c, a cache, has not seen it yet; its watch
+			// brings the next pass.
+			how = "created, not observed yet"
+		case err != nil:
+			return Outcome{}, err
 		}
 		if !done {
 			progress = append(progress, name(obj)+": "+how)

@@ -1,6 +1,8 @@
 package readiness
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
@@ -75,6 +78,15 @@ func TestRolledOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Ready("ready rolled out"), out)
 
-	_, err = RolledOut(t.Context(), c, []client.Object{deployment("missing", 1, appsv1.DeploymentStatus{})}, KindName)
+	// Just applied, a workload is not in the cache yet: it rolls out (this
+	// was an ApplyFailed warning in every new workload cluster).
+	out, err = RolledOut(t.Context(), c, []client.Object{deployment("missing", 1, appsv1.DeploymentStatus{})}, KindName)
+	require.NoError(t, err)
+	assert.Equal(t, Waiting(v1alpha1.ProgressingReason, "Deployment missing: created, not observed yet"), out)
+
+	broken := interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+		return errors.New("connection refused")
+	}}
+	_, err = RolledOut(t.Context(), fake.NewClientBuilder().WithInterceptorFuncs(broken).Build(), []client.Object{ready}, KindName)
 	assert.Error(t, err, "a workload that cannot be read is an error, not progress")
 }

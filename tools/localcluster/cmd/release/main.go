@@ -32,9 +32,10 @@ func main() {
 	version := flag.String("version", "", "the release, such as v0.2.0")
 	out := flag.String("out", "dist", "the clusterctl repository directory to write into")
 	kustomize := flag.String("kustomize", os.Getenv("KUSTOMIZE"), "the kustomize binary")
+	source := flag.String("source", "", "the tree to release (its cmd/, config/release and metadata.yaml); this repository when empty")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, *version, *out, *kustomize)
+	err := run(ctx, *version, *out, *kustomize, *source)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -42,7 +43,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, version, out, kustomize string) error {
+// run writes release version of the tree source (this repository when
+// empty) into out.
+func run(ctx context.Context, version, out, kustomize, source string) error {
 	v, err := semver.Parse(strings.TrimPrefix(version, "v"))
 	if err != nil || !strings.HasPrefix(version, "v") {
 		return fmt.Errorf("VERSION %q: use a release such as v0.2.0", version)
@@ -50,7 +53,7 @@ func run(ctx context.Context, version, out, kustomize string) error {
 	if kustomize == "" {
 		return errors.New("no kustomize: set KUSTOMIZE or -kustomize")
 	}
-	root, err := envtest.RepoRoot()
+	root, err := sourceRoot(source)
 	if err != nil {
 		return err
 	}
@@ -87,6 +90,15 @@ func run(ctx context.Context, version, out, kustomize string) error {
 	return nil
 }
 
+// sourceRoot is the absolute path of source, or of this repository when
+// source is empty.
+func sourceRoot(source string) (string, error) {
+	if source == "" {
+		return envtest.RepoRoot()
+	}
+	return filepath.Abs(source)
+}
+
 // hasSeries checks that metadata.yaml names the release series of v.
 func hasSeries(metadata []byte, v semver.Version) error {
 	var m struct {
@@ -111,6 +123,9 @@ func hasSeries(metadata []byte, v semver.Version) error {
 // etcd-restore images the controller's settings name.
 func render(ctx context.Context, root, kustomize string, built map[string]images.Released) ([]byte, error) {
 	// kustomize takes a base by a relative path only.
+	if err := os.MkdirAll(filepath.Join(root, "dist"), 0o755); err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp(filepath.Join(root, "dist"), ".kustomize-")
 	if err != nil {
 		return nil, err
