@@ -44,11 +44,12 @@ const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-r
 // signs service account tokens), encryption-key (the key that encrypts
 // the workload cluster's Secrets in etcd), etcd-ca (the CA etcd members and
 // their clients trust) and front-proxy-ca (the CA the API servers trust for
-// the front proxy's client certificate). A rotation goes through phases
-// that keep every client working (see the README); status says which phase
-// each is in and since when. The controller removes the annotation once it
-// took the request; asking for a key whose rotation is under way changes
-// nothing.
+// the front proxy's client certificate); or emergency, after a suspected
+// leak, for all of them at once. A rotation goes through phases that keep
+// every client working (see the README); status says which phase each is
+// in and since when. The controller removes the annotation once it took
+// the request; asking for a key whose rotation is under way changes
+// nothing. The cluster CA (cluster-ca) cannot be rotated yet.
 const RotateAnnotation = "controlplane.cluster.x-k8s.io/rotate"
 
 // DropOldServiceAccountKeyAnnotation, set to "true" on a
@@ -68,6 +69,13 @@ const (
 	RotateEncryptionKey     = "encryption-key"
 	RotateEtcdCA            = "etcd-ca"
 	RotateFrontProxyCA      = "front-proxy-ca"
+	// RotateEmergency names every key above: each rotation runs at once,
+	// side by side, every phase moving on as soon as what it waits for is
+	// observed.
+	RotateEmergency = "emergency"
+	// RotateClusterCA, the cluster CA, cannot be rotated yet: admission
+	// refuses it.
+	RotateClusterCA = "cluster-ca"
 )
 
 // +kubebuilder:object:root=true

@@ -72,7 +72,13 @@
 // signs, and the API servers every front proxy certificate of that name.
 // A rotated CA is a root of its own, trusted for its own certificates only.
 //
-// The cluster CA cannot be rotated yet. It is harder, because joined
+// The rotate annotation's emergency names every key above: their rotations
+// run side by side, each phase moving on as soon as what it waits for is
+// observed; rollouts of phases that change the same pods are taken
+// together (the pass's stamp holds every step).
+//
+// The cluster CA cannot be rotated yet (admission refuses cluster-ca as
+// not supported yet). It is harder, because joined
 // workers are never rolled and must keep working: a kubelet trusts only the
 // CA it joined with (/etc/kubernetes/pki/ca.crt, also in kubelet.conf) to
 // verify the API server, and verifies the API server's kubelet client
@@ -103,6 +109,23 @@
 // in the workload cluster is newer than the switch), or, for a node whose
 // CSR cannot be seen, the kubelet client certificate lifetime (a year by
 // default) has passed.
+//
+// What this design rests on, as Kubernetes behaves (checked against
+// kubeadm's and the kubelet's sources): kubeadm join takes the CA of
+// kube-public/cluster-info when any certificate in its bundle matches a
+// pinned public key hash (validateClusterCA, pubkeypin CheckAny), so
+// cluster-info may carry the old and the new root while the bootstrap
+// provider pins the hash of either, and a worker joined during the
+// rotation writes both into its ca.crt. The kubelet reloads its
+// --client-ca-file when the file changes (a dynamic CA file provider), but
+// nothing rewrites that file on a joined node, and the CA in its
+// kubeconfig is read once at start: hence the cross-signed chain rather
+// than new trust on the nodes. The kubelet's client certificate rotation
+// (a CSR at 70-90% of its lifetime, signed by the controller manager's
+// kubelet client signer) is what moves each node to the new CA at its own
+// pace. Gardener's rotation, by contrast, leaves the exchange of CA
+// bundles to its users between a Preparing and a Completing phase that
+// they start.
 //
 // Every phase is rendered from the status alone (and, for the last one of
 // the service account key or a CA, from what <cluster>-sa or the CA's

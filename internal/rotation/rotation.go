@@ -15,20 +15,26 @@ import (
 var Keys = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey, v1alpha1.RotateEtcdCA, v1alpha1.RotateFrontProxyCA}
 
 // Allowed says what the rotate annotation takes, for messages.
-var Allowed = fmt.Sprintf("a comma-separated list of %s", strings.Join(Keys, ", "))
+var Allowed = fmt.Sprintf("a comma-separated list of %s, or %s for all of them", strings.Join(Keys, ", "), v1alpha1.RotateEmergency)
 
 // Requests are the keys the value of the rotate annotation names, each
-// once, and the names it holds that are none of them.
+// once (emergency names them all), and the names it holds that are none of
+// them.
 func Requests(value string) (keys, unknown []string) {
 	for item := range strings.SplitSeq(value, ",") {
 		item = strings.TrimSpace(item)
+		names := []string{item}
 		switch {
-		case slices.Contains(Keys, item):
-			if !slices.Contains(keys, item) {
-				keys = append(keys, item)
-			}
-		default:
+		case item == v1alpha1.RotateEmergency:
+			names = Keys
+		case !slices.Contains(Keys, item):
 			unknown = append(unknown, item)
+			continue
+		}
+		for _, key := range names {
+			if !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
 		}
 	}
 	return keys, unknown

@@ -17,6 +17,9 @@ func TestRequests(t *testing.T) {
 	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,front-proxy-ca,")
 	assert.Equal(t, []string{"service-account-key", "etcd-ca", "front-proxy-ca"}, keys)
 	assert.Equal(t, []string{"cluster-ca", ""}, unknown)
+	keys, unknown = Requests("etcd-ca, emergency")
+	assert.Equal(t, []string{"etcd-ca", "service-account-key", "encryption-key", "front-proxy-ca"}, keys, "emergency names every key")
+	assert.Empty(t, unknown)
 }
 
 // A rotation of the service account key moves one phase at a time, each

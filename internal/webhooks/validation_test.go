@@ -745,11 +745,13 @@ func TestRotateRequest(t *testing.T) {
 		}
 	}
 	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/rotate]"
-	const allowed = "must be a comma-separated list of service-account-key, encryption-key"
+	const allowed = "must be a comma-separated list of service-account-key, encryption-key, etcd-ca, front-proxy-ca, or emergency for all of them"
 	checkChanges(t, []change{
 		{"the service account key", ask("service-account-key"), ""},
 		{"both", ask("service-account-key, encryption-key"), ""},
-		{"an unknown key", ask("service-account-key,cluster-ca"), path + `: Invalid value: "service-account-key,cluster-ca": ` + allowed},
+		{"everything", ask("emergency"), ""},
+		{"an unknown key", ask("service-account-key,kubelet-ca"), path + `: Invalid value: "service-account-key,kubelet-ca": ` + allowed},
+		{"the cluster CA", ask("etcd-ca,cluster-ca"), path + `: Invalid value: "etcd-ca,cluster-ca": not supported yet: the cluster CA cannot be rotated yet (see the README); ` + allowed},
 		{"nothing", ask(""), path + `: Invalid value: "": ` + allowed},
 	})
 }

@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,16 +44,18 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// A rotation of the etcd CA and one of the front proxy CA, asked for
-// together by the rotate annotation, walk their phases on one control plane
-// with three real etcd members (peers over TLS) and two real API servers,
-// each restarted one at a time whenever its template changes, as the
-// StatefulSet and Deployment controllers roll pods, while a client reads
-// and writes through the API servers that are in service (one is taken out
-// of service, its requests drained, before it stops, as its endpoint is
+// An emergency rotation (rotate=emergency, with the old service account
+// key dropped as soon as nothing signs with it) rotates the service account
+// key, the encryption key, the etcd CA and the front proxy CA side by side
+// on one control plane with three real etcd members (peers over TLS) and
+// two real API servers, each restarted one at a time whenever its template
+// changes, as the StatefulSet and Deployment controllers roll pods (the
+// controller manager's pods are played), while a client reads and writes
+// through the API servers that are in service (one is taken out of
+// service, its requests drained, before it stops, as its endpoint is
 // before a pod terminates) and the controller talks to the members as it
 // does (the health-check client certificate, at the pods' addresses). No
-// request fails in any phase.
+// request fails in any phase, and each condition names each phase.
 //
 // etcd: before, a client certificate the old etcd CA signed, and one the
 // cluster CA signed, are accepted by every member (the etcd CA was an
@@ -64,10 +67,15 @@ import (
 // certificate of the old CA before, and refuse it after; they take one of
 // the new CA's, and publish the new CA to extension API servers
 // (kube-system/extension-apiserver-authentication).
-func TestCARotation(t *testing.T) {
-	const name = "carot"
+//
+// Service account key: a token of the old key is accepted before and
+// refused after; a token asked for after is signed by the new key.
+// Encryption key: every Secret is stored under the new key afterwards, and
+// reads back unchanged.
+func TestEmergencyRotation(t *testing.T) {
+	const name = "emerg"
 	ports := []int{freePort(t), freePort(t)}
-	_, hcp := readyControlPlane(t, name, "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
+	cluster, hcp := readyControlPlane(t, name, "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(ports[0])}
 	})
 	ns := hcp.Namespace
@@ -87,10 +95,18 @@ func TestCARotation(t *testing.T) {
 	})
 	members := runEtcdMembers(t, hcp, 3)
 	apis := newAPIServers(t, members.hosted(), ports)
-	rollPodsOf(t, hcp, name+"-apiserver")
-	waitCondition(t, hcp, v1alpha1.EtcdCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	waitCondition(t, hcp, v1alpha1.FrontProxyCAReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	rollPods(t, hcp)
+	kcm := templateOf(get(t, &appsv1.Deployment{}, ns, name+"-controller-manager").Spec.Template)
+	// The controller reaches the workload cluster (to rewrite its Secrets).
+	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
+	for _, c := range []string{
+		v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition, v1alpha1.EtcdReadyCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EncryptionReadyCondition,
+	} {
+		waitCondition(t, hcp, c, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	}
+	before := get(t, &v1alpha1.HostedControlPlane{}, ns, name).Status.Encryption.Key
+	require.NotEmpty(t, before)
 
 	oldEtcdCA := get(t, &corev1.Secret{}, ns, name+"-etcd")
 	byOldEtcdCA := signedClient(t, oldEtcdCA)
@@ -103,19 +119,55 @@ func TestCARotation(t *testing.T) {
 	oldProxyCA := get(t, &corev1.Secret{}, ns, name+"-proxy")
 	byOldProxyCA := signedClientOf(t, oldProxyCA, "front-proxy-client")
 	assert.Equal(t, "alice", proxiedUser(t, ports[0], byOldProxyCA), "before: the front proxy's certificate of the old CA is taken")
+	workload := workloadClient(t, ns, name)
+	ctx := testContext(t)
+	answered(t, func() error {
+		_, err := workload.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		return err
+	})
+	answered(t, func() error {
+		_, err := workload.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		return err
+	})
+	for i := range 5 {
+		answered(t, func() error {
+			_, err := workload.CoreV1().Secrets("app").Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i)}, Data: map[string][]byte{"password": fmt.Appendf(nil, "kept-%d", i)},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	oldToken := appToken(t, workload)
+	tokenAccepted(t, workload, oldToken)
 
 	etcdReasons := watchReasons(t, hcp, v1alpha1.EtcdCAReadyCondition)
 	proxyReasons := watchReasons(t, hcp, v1alpha1.FrontProxyCAReadyCondition)
+	saReasons := watchReasons(t, hcp, v1alpha1.ServiceAccountKeyReadyCondition)
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
-		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEtcdCA + "," + v1alpha1.RotateFrontProxyCA
+		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEmergency
+		h.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation] = "true"
 	}))
 	start := time.Now()
 
-	// Play the rollouts until both rotations have ended.
-	waitForLong(t, "the etcd and front proxy CAs are rotated", 15*time.Minute, func() error {
+	// Play the rollouts until every rotation has ended.
+	waitForLong(t, "every key and CA is rotated", 20*time.Minute, func() error {
 		members.roll(t)
 		apis.roll(t, hcp, load)
+		// The controller manager's pods follow its template; its
+		// Deployment, stamped with each rotation's step, rolls out.
+		if d := get(t, &appsv1.Deployment{}, ns, name+"-controller-manager"); templateOf(d.Spec.Template) != kcm {
+			rollPodsOf(t, hcp, name+"-controller-manager")
+			kcm = templateOf(d.Spec.Template)
+		} else {
+			rollOutDeployment(t, ns, name+"-controller-manager")
+		}
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
+		if st := cp.Status.ServiceAccountKey; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.serviceAccountKey: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition))
+		}
+		if st := cp.Status.Encryption; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.encryption: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.EncryptionReadyCondition))
+		}
 		if st := cp.Status.CertificateAuthorities.Etcd; st.Rotation != nil || st.RotatedAt == nil {
 			return fmt.Errorf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
 				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
@@ -126,7 +178,7 @@ func TestCARotation(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("BENCH rotation_etcd_and_front_proxy_ca_envtest_s %.1f s", time.Since(start).Seconds())
+	t.Logf("BENCH rotation_emergency_envtest_s %.1f s", time.Since(start).Seconds())
 	// What the last phase renders runs everywhere.
 	members.roll(t)
 	apis.roll(t, hcp, load)
@@ -146,6 +198,33 @@ func TestCARotation(t *testing.T) {
 		}
 		cond := waitCondition(t, hcp, c.condition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 		assert.Contains(t, cond.Message, "last rotated at")
+	}
+
+	seen := strings.Join(saReasons(), "\n")
+	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewKey, v1alpha1.SigningWithNewKey, v1alpha1.DroppingOldKey} {
+		assert.Contains(t, seen, string(phase)+": rotation asked for at ", "ServiceAccountKeyReady named the phase")
+	}
+	final := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
+	assert.NotContains(t, final.Annotations, v1alpha1.RotateAnnotation, "the request was taken")
+	assert.NotContains(t, final.Annotations, v1alpha1.DropOldServiceAccountKeyAnnotation, "the request to drop the old key was taken")
+
+	// The service account key: a token of the old key is refused, one asked
+	// for now is of the new key.
+	tokenRefused(t, workload, oldToken)
+	newToken := appToken(t, workload)
+	assert.Equal(t, keyID(t, get(t, &corev1.Secret{}, ns, name+"-sa").Data["tls.key"]), tokenKeyID(t, newToken))
+	tokenAccepted(t, workload, newToken)
+
+	// The encryption key: every Secret is stored under the new key.
+	after := final.Status.Encryption.Key
+	assert.NotEqual(t, before, after)
+	hosted := members.hosted()
+	assert.Zero(t, storedUnder(t, hosted, before), "no Secret is stored under the old key")
+	assert.NotZero(t, storedUnder(t, hosted, after))
+	for i := range 5 {
+		s, err := workload.CoreV1().Secrets("app").Get(testContext(t), fmt.Sprintf("s-%d", i), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("kept-%d", i), string(s.Data["password"]))
 	}
 
 	// The etcd CA is a new root of its own; the old CA, and the cluster CA,
@@ -172,8 +251,7 @@ func TestCARotation(t *testing.T) {
 		assert.NotEqual(t, "alice", proxiedUser(t, port, byOldProxyCA), "after: the front proxy's certificate of the old CA is refused")
 		assert.Equal(t, "alice", proxiedUser(t, port, signedClientOf(t, newProxyCA, "front-proxy-client")), "one of the new CA is taken")
 	}
-	published := workloadClient(t, ns, name)
-	cm, err := published.CoreV1().ConfigMaps("kube-system").Get(testContext(t), "extension-apiserver-authentication", metav1.GetOptions{})
+	cm, err := workload.CoreV1().ConfigMaps("kube-system").Get(testContext(t), "extension-apiserver-authentication", metav1.GetOptions{})
 	require.NoError(t, err)
 	// The API servers add their CA to what the ConfigMap holds, and drop
 	// only expired ones: the old CA stays there (see the README).
@@ -381,9 +459,11 @@ func (e *etcdMembers) roll(t *testing.T) {
 		if templateOf(sts.Spec.Template) == m.template {
 			continue
 		}
+		t.Logf("%s: %s restarts", time.Now().UTC().Format(time.RFC3339Nano), m.name)
 		_ = m.proc.Stop(20 * time.Second) // etcd ends on SIGTERM by the signal
 		e.start(t, m, "existing")
 		e.waitHealthy(t, m)
+		t.Logf("%s: %s answers", time.Now().UTC().Format(time.RFC3339Nano), m.name)
 		e.runPod(t, m)
 	}
 	rollOutStatefulSet(t, e.ns, e.cluster+"-etcd")

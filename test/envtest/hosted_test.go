@@ -156,7 +156,7 @@ func (h *hostedEtcd) client(t *testing.T) *clientv3.Client {
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(secret.Data["ca.crt"]))
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{fmt.Sprintf("https://127.0.0.1:%d", h.port)},
+		Endpoints:   strings.Split(h.servers(), ","),
 		DialTimeout: 10 * time.Second,
 		TLS:         &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: contract.EtcdServerName(h.cluster, h.ns), MinVersion: tls.VersionTLS12},
 	})
