@@ -352,7 +352,7 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 		pod.Containers = append(pod.Containers, managementKeys(in))
 	}
 	if audit := spec.Audit; audit != nil && AuditForwarded(audit.Webhook) {
-		pod.Containers = append(pod.Containers, auditForwarder(in))
+		pod.InitContainers = append(pod.InitContainers, auditForwarder(in))
 	}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)

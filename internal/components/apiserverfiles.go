@@ -188,9 +188,13 @@ var auditForwarderURL = "http://127.0.0.1:" + strconv.Itoa(contract.AuditForward
 // auditForwarder is the sidecar that posts the API server's audit events
 // to every webhook target (tunnel audit), from the kubeconfigs in the audit
 // Secret, which it reads at start: a new token or target changes the
-// Secret, which the pod template digests, so the pods roll with it. Its
-// image is the platform's tunnel image unless the spec names another (in
-// full: admission requires registry, repository and tag).
+// Secret, which the pod template digests, so the pods roll with it. It is
+// a native sidecar (an init container that keeps running), so the kubelet
+// starts it before the API server and stops it only after: the events of
+// the API server's first and last requests, those of its shutdown delay
+// too, have somewhere to go. Its image is the platform's tunnel image
+// unless the spec names another (in full: admission requires registry,
+// repository and tag).
 func auditForwarder(in render.Input) corev1.Container {
 	w := in.ControlPlane.Spec.Deployment.APIServer.Audit.Webhook
 	flags := map[string][]string{"listen": {"127.0.0.1:" + strconv.Itoa(contract.AuditForwarderPort)}}
@@ -203,6 +207,7 @@ func auditForwarder(in render.Input) corev1.Container {
 	}
 	c := render.Container("audit-forwarder", img, w.Container, "/tunnel", append([]string{"audit"}, render.FlagValues(flags, w.Args)...))
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "audit", MountPath: contract.APIServerAuditDir, ReadOnly: true}}
+	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 	return c
 }
 
