@@ -414,19 +414,22 @@ type Audit struct {
 	// +optional
 	Mode *AuditMode `json:"mode,omitempty"`
 
-	// webhook also sends the events to a webhook target, beside the API
+	// webhook also sends the events to webhook targets, beside the API
 	// server's standard output.
 	// +optional
 	Webhook *AuditWebhook `json:"webhook,omitempty"`
 }
 
 // AuditWebhook sends audit events to webhook targets. The API server posts
-// to one target itself; more, and the container fields (image, args,
-// resources) of a forwarder beside it, are refused as not supported yet.
+// to one target itself; with more, or when image, imagePullPolicy, args or
+// resources are set, it posts to a forwarder beside it (tunnel audit of the
+// tunnel image) that posts each batch to every target. image names a build
+// of the tunnel image in full (registry, repository and tag); args are the
+// forwarder's flags (timeout).
 type AuditWebhook struct {
 	Container `json:",inline"`
 
-	// targets receive every event; one for now.
+	// targets receive every event.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/tunnel"
@@ -45,7 +46,7 @@ type command interface {
 	run(ctx context.Context, log *slog.Logger) error
 }
 
-const usage = `usage: tunnel server|node|keys [flags]
+const usage = `usage: tunnel server|node|keys|audit [flags]
 
   server  the sidecar beside kube-apiserver: ends the nodes' outer TLS and
           forwards what it carries to the API server
@@ -53,14 +54,17 @@ const usage = `usage: tunnel server|node|keys [flags]
           address through the Gateway to the tenant's sidecar
   keys    the sidecar beside kube-apiserver that serves it the management
           cluster's service account issuer keys
+  audit   the sidecar beside kube-apiserver that posts its audit events to
+          every webhook target
 
-Run "tunnel server -h", "tunnel node -h" or "tunnel keys -h" for the flags.
+Run "tunnel server -h", "tunnel node -h", "tunnel keys -h" or "tunnel audit -h"
+for the flags.
 `
 
 func parse(args []string, out io.Writer) (command, error) {
 	if len(args) == 0 {
 		_, _ = io.WriteString(out, usage)
-		return nil, errors.New("name a command: server, node or keys")
+		return nil, errors.New("name a command: server, node, keys or audit")
 	}
 	switch args[0] {
 	case "server":
@@ -69,11 +73,13 @@ func parse(args []string, out io.Writer) (command, error) {
 		return parseNode(args[1:], out)
 	case "keys":
 		return parseKeys(args[1:], out)
+	case "audit":
+		return parseAudit(args[1:], out)
 	case "-h", "-help", "--help", "help":
 		_, _ = io.WriteString(out, usage)
 		return nil, flag.ErrHelp
 	}
-	return nil, fmt.Errorf("unknown command %q: want server, node or keys", args[0])
+	return nil, fmt.Errorf("unknown command %q: want server, node, keys or audit", args[0])
 }
 
 type serverCommand struct {
@@ -196,6 +202,42 @@ func (c keysCommand) run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("serving", "listen", c.listen)
 	return k.Run(ctx, c.listen)
+}
+
+type auditCommand struct {
+	listen  string
+	targets []string
+	timeout time.Duration
+}
+
+func parseAudit(args []string, out io.Writer) (command, error) {
+	var c auditCommand
+	fs := flagSet("audit", out)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:"+strconv.Itoa(contract.AuditForwarderPort), "`address` the API server posts its audit events to, loopback: only the API server beside it posts here")
+	fs.Func("target", "kubeconfig `file` of a webhook target (server, CA, bearer token), read at start; once per target (required)", func(s string) error {
+		c.targets = append(c.targets, s)
+		return nil
+	})
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a target may take to answer a post before the post counts as failed")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if len(c.targets) == 0 {
+		return nil, errors.New("--target is required, once per webhook target")
+	}
+	if c.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: want a positive duration", c.timeout)
+	}
+	return c, nil
+}
+
+func (c auditCommand) run(ctx context.Context, log *slog.Logger) error {
+	f, err := tunnel.NewAuditForwarder(c.targets, c.timeout, log)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "listen", c.listen, "targets", len(c.targets))
+	return f.Run(ctx, c.listen)
 }
 
 func flagSet(name string, out io.Writer) *flag.FlagSet {

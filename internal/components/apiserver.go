@@ -351,6 +351,9 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	if in.ControlPlane.Spec.ManagementServiceAccounts != nil {
 		pod.Containers = append(pod.Containers, managementKeys(in))
 	}
+	if audit := spec.Audit; audit != nil && AuditForwarded(audit.Webhook) {
+		pod.InitContainers = append(pod.InitContainers, auditForwarder(in))
+	}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](apiServerGracePeriod)
 

@@ -128,7 +128,9 @@ func managementDiscovery(issuer *render.ManagementIssuer) ([]byte, error) {
 }
 
 // auditPolicy is the Secret with the API server's audit policy, when the
-// spec sets one.
+// spec sets one, and the kubeconfig of its webhook: the one target's, or
+// with a forwarder the forwarder's on loopback beside one kubeconfig per
+// target.
 func auditPolicy(in render.Input) (*corev1.Secret, error) {
 	audit := in.ControlPlane.Spec.Deployment.APIServer.Audit
 	if audit == nil {
@@ -139,17 +141,74 @@ func auditPolicy(in render.Input) (*corev1.Secret, error) {
 		return nil, err
 	}
 	secret := configSecret(in, auditName(in), contract.AuditPolicyFile, data)
-	if audit.Webhook != nil && len(audit.Webhook.Targets) > 0 {
-		target := audit.Webhook.Targets[0]
-		kubeconfig, err := encodeKubeconfig("audit", &clientcmdapi.Cluster{
+	if audit.Webhook == nil {
+		return secret, nil
+	}
+	targets := make([][]byte, len(audit.Webhook.Targets))
+	for i, target := range audit.Webhook.Targets {
+		var token []byte
+		if i < len(in.AuditWebhookTokens) {
+			token = in.AuditWebhookTokens[i]
+		}
+		if targets[i], err = encodeKubeconfig("audit", &clientcmdapi.Cluster{
 			Server: target.Server, CertificateAuthorityData: []byte(target.CertificateAuthority),
-		}, "audit", &clientcmdapi.AuthInfo{Token: string(in.AuditWebhookToken)})
-		if err != nil {
+		}, "audit", &clientcmdapi.AuthInfo{Token: string(token)}); err != nil {
 			return nil, err
 		}
-		secret.Data[contract.AuditWebhookConfigFile] = kubeconfig
 	}
+	if !AuditForwarded(audit.Webhook) {
+		secret.Data[contract.AuditWebhookConfigFile] = targets[0]
+		return secret, nil
+	}
+	for i, target := range targets {
+		secret.Data[contract.AuditTargetFile(i)] = target
+	}
+	// Plain HTTP on loopback: nothing outside the pod reaches it.
+	forwarder, err := encodeKubeconfig("audit", &clientcmdapi.Cluster{Server: auditForwarderURL}, "audit", &clientcmdapi.AuthInfo{})
+	if err != nil {
+		return nil, err
+	}
+	secret.Data[contract.AuditWebhookConfigFile] = forwarder
 	return secret, nil
+}
+
+// AuditForwarded is whether the audit events go through the forwarder
+// beside the API server rather than straight to the target: with more than
+// one target (the API server posts to one webhook backend only), or when
+// the spec tunes the forwarder's container.
+func AuditForwarded(w *v1alpha1.AuditWebhook) bool {
+	if w == nil {
+		return false
+	}
+	return len(w.Targets) > 1 || w.Image != nil || w.ImagePullPolicy != nil || len(w.Args) > 0 || w.Resources != nil
+}
+
+var auditForwarderURL = "http://127.0.0.1:" + strconv.Itoa(contract.AuditForwarderPort)
+
+// auditForwarder is the sidecar that posts the API server's audit events
+// to every webhook target (tunnel audit), from the kubeconfigs in the audit
+// Secret, which it reads at start: a new token or target changes the
+// Secret, which the pod template digests, so the pods roll with it. It is
+// a native sidecar (an init container that keeps running), so the kubelet
+// starts it before the API server and stops it only after: the events of
+// the API server's first and last requests, those of its shutdown delay
+// too, have somewhere to go. Its image is the platform's tunnel image
+// unless the spec names another (in full: admission requires registry,
+// repository and tag).
+func auditForwarder(in render.Input) corev1.Container {
+	w := in.ControlPlane.Spec.Deployment.APIServer.Audit.Webhook
+	flags := map[string][]string{"listen": {"127.0.0.1:" + strconv.Itoa(contract.AuditForwarderPort)}}
+	for i := range w.Targets {
+		flags["target"] = append(flags["target"], contract.APIServerAuditDir+"/"+contract.AuditTargetFile(i))
+	}
+	img := in.Settings.TunnelImage
+	if w.Image != nil {
+		img = render.Image(v1alpha1.ImageSpec{}, w.Image)
+	}
+	c := render.Container("audit-forwarder", img, w.Container, "/tunnel", append([]string{"audit"}, render.FlagValues(flags, w.Args)...))
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "audit", MountPath: contract.APIServerAuditDir, ReadOnly: true}}
+	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	return c
 }
 
 func configSecret(in render.Input, name, key string, data []byte) *corev1.Secret {

@@ -108,6 +108,20 @@ var goldenCases = []goldenCase{
 			s.CoreDNS.Image = &v1alpha1.ImageSpec{Registry: ptr.To("mirror.example.com/k8s"), Tag: ptr.To("v1.14.3")}
 			s.KubeProxy.Args = map[string]string{"v": "2"}
 			s.KonnectivityClient.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}}
+			// Two targets: the forwarder beside the API server posts to both.
+			s.Deployment.APIServer.Audit = &v1alpha1.Audit{
+				Policy: auditv1.Policy{Rules: []auditv1.PolicyRule{{Level: auditv1.LevelMetadata}}},
+				Webhook: &v1alpha1.AuditWebhook{
+					Container: v1alpha1.Container{
+						Args:      map[string]string{"timeout": "10s"},
+						Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}},
+					},
+					Targets: []v1alpha1.AuditWebhookTarget{
+						{Server: "https://siem.example.com/audit", Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "siem", SecretNamespace: ptr.To("logging")}},
+						{Server: "https://archive.example.com:8443", CertificateAuthority: "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n"},
+					},
+				},
+			}
 		},
 		cluster: func(c *clusterv1.Cluster) {
 			c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"192.168.0.0/16"}
@@ -173,7 +187,12 @@ func (c goldenCase) input(t testing.TB) render.Input {
 		}
 	}
 	if audit := cp.Spec.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil {
-		observed.AuditWebhookToken = []byte("audit token")
+		observed.AuditWebhookTokens = make([][]byte, len(audit.Webhook.Targets))
+		for i, target := range audit.Webhook.Targets {
+			if target.Authentication != nil {
+				observed.AuditWebhookTokens[i] = []byte("audit token")
+			}
+		}
 	}
 	if c.listener != nil {
 		observed.KonnectivityPort = c.listener.Port

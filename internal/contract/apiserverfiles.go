@@ -1,5 +1,7 @@
 package contract
 
+import "strconv"
+
 // The directories the controller mounts into the kube-apiserver container.
 // spec.deployment.apiServer.mounts may mount nothing at, in or above them.
 const (
@@ -23,6 +25,15 @@ const (
 	AuditPolicyFile          = "audit-policy.yaml"
 	AuditWebhookConfigFile   = "audit-webhook.kubeconfig"
 )
+
+// AuditTargetFile is the kubeconfig of the audit webhook target at index i
+// (server, CA and token), beside AuditPolicyFile, which the audit
+// forwarder reads when there is one.
+func AuditTargetFile(i int) string { return "audit-target-" + strconv.Itoa(i) + ".kubeconfig" }
+
+// AuditForwarderPort is where the audit forwarder beside each API server
+// takes its events, on loopback only, to post them to every webhook target.
+const AuditForwarderPort = 6447
 
 // APIServerMountVolume is the pod volume of the mount named name in
 // spec.deployment.apiServer.mounts: prefixed, so that no name a user picks

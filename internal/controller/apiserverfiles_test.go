@@ -17,18 +17,21 @@ import (
 
 const auditToken = "s3cr3t-audit-token"
 
-// The audit webhook's token Secret of another namespace is read only while
-// a ReferenceGrant there allows it; what the API servers are held with
-// names the Secret, never the token.
+// The token Secret of an audit webhook target in another namespace is read
+// only while a ReferenceGrant there allows it, that of the control plane's
+// namespace always; what the API servers are held with names the target
+// and the Secret, never the token.
 func TestAuditTokenFollowsTheReferenceGrantRule(t *testing.T) {
 	kinds := observedKinds()
 	require.NoError(t, gatewayv1beta1.Install(kinds))
 	hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {
-		h.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{Webhook: &v1alpha1.AuditWebhook{Targets: []v1alpha1.AuditWebhookTarget{{
-			Server:         "https://audit.example.com",
-			Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "audit", SecretNamespace: ptr.To("logging")},
-		}}}}
+		h.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{Webhook: &v1alpha1.AuditWebhook{Targets: []v1alpha1.AuditWebhookTarget{
+			{Server: "https://own.example.com", Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "own"}},
+			{Server: "https://unauthenticated.example.com"},
+			{Server: "https://audit.example.com", Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "audit", SecretNamespace: ptr.To("logging")}},
+		}}}
 	})
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "own"}, Data: map[string][]byte{"token": []byte("own token")}}
 	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "logging", Name: "audit"}, Data: map[string][]byte{"token": []byte(auditToken)}}
 	grant := &gatewayv1beta1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "logging", Name: "audit"},
@@ -38,19 +41,19 @@ func TestAuditTokenFollowsTheReferenceGrantRule(t *testing.T) {
 		},
 	}
 
-	s := observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(token).Build(), hcp)
+	s := observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(own, token).Build(), hcp)
 	held := s.held[v1alpha1.APIServerReadyCondition]
 	assert.Equal(t, v1alpha1.RefNotPermittedReason, held.Reason, "%+v", held)
-	assert.Contains(t, held.Message, "spec.deployment.apiServer.audit.webhook.targets[0].authentication")
+	assert.Contains(t, held.Message, "spec.deployment.apiServer.audit.webhook.targets[2].authentication")
 	assert.NotContains(t, held.Message, auditToken)
-	assert.Nil(t, s.in.AuditWebhookToken, "nothing read without a grant")
+	assert.Nil(t, s.in.AuditWebhookTokens, "nothing read without a grant")
 
-	s = observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(token, grant).Build(), hcp)
+	s = observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(own, token, grant).Build(), hcp)
 	assert.NotContains(t, s.held, v1alpha1.APIServerReadyCondition)
-	assert.Equal(t, auditToken, string(s.in.AuditWebhookToken))
+	assert.Equal(t, [][]byte{[]byte("own token"), nil, []byte(auditToken)}, s.in.AuditWebhookTokens)
 
-	hcp.Spec.Deployment.APIServer.Audit.Webhook.Targets[0].Authentication.TokenKey = ptr.To("other")
-	s = observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(token, grant).Build(), hcp)
+	hcp.Spec.Deployment.APIServer.Audit.Webhook.Targets[2].Authentication.TokenKey = ptr.To("other")
+	s = observedWith(t, fake.NewClientBuilder().WithScheme(kinds).WithObjects(own, token, grant).Build(), hcp)
 	held = s.held[v1alpha1.APIServerReadyCondition]
 	assert.Equal(t, v1alpha1.MountNotFoundReason, held.Reason)
 	assert.True(t, strings.HasSuffix(held.Message, "Secret logging/audit has no key other"), held.Message)

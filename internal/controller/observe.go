@@ -55,9 +55,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	if out, held := r.observeExposure(ctx, s.hcp, in, &o); held {
 		s.held[v1alpha1.ExposureReadyCondition] = out
 	}
-	// The audit webhook's token is among what the controller renders into
+	// The audit webhook targets' tokens are among what the controller renders into
 	// a Secret, so it is read before those Secrets are digested.
-	if out, held := r.observeAuditToken(ctx, s.hcp, &o); held {
+	if out, held := r.observeAuditTokens(ctx, s.hcp, &o); held {
 		s.held[v1alpha1.APIServerReadyCondition] = out
 	}
 	if out, held := r.observeMounts(ctx, s.hcp, &o); held {

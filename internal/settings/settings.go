@@ -152,7 +152,9 @@ type Controller struct {
 	WatchFilter string
 	Namespaces  []string
 	// TunnelImage is the image of cmd/tunnel that gateway mode runs beside
-	// the API servers and on the workload cluster's nodes.
+	// the API servers and on the workload cluster's nodes, and whose other
+	// commands serve the API servers the management cluster's keys and
+	// forward their audit events to several webhook targets.
 	TunnelImage string
 	// EtcdRestoreImage is the image of cmd/etcd-restore, the init container
 	// of the etcd members of a control plane with spec.etcd.restore.

@@ -64,7 +64,9 @@
 // The same binary serves two more needs of the same places: with an
 // endpoint that is a name (a load balancer of the tenant's own that gives
 // a hostname), Node forwards to it directly, without the outer TLS, since
-// nothing there routes by SNI (NewNode's direct); and Keys, a sidecar
+// nothing there routes by SNI (NewNode's direct); Keys, a sidecar
 // beside kube-apiserver, serves it the management cluster's service
-// account issuer keys on loopback.
+// account issuer keys on loopback; and AuditForwarder, another sidecar
+// there, takes its audit events on loopback and posts them to every
+// webhook target, as the API server posts to one only.
 package tunnel

@@ -135,20 +135,11 @@ func validateAudit(path *field.Path, audit *v1alpha1.Audit) field.ErrorList {
 	return errs
 }
 
-// validateAuditWebhook: one https target, which the API server posts to
-// itself, with a CA that parses and a token Secret of a valid name and
-// key. A forwarder beside the API server, which more targets and the
-// container fields would need, is not built.
+// validateAuditWebhook: https targets, each with a CA that parses and a
+// token Secret of a valid name and key; and the container of the forwarder
+// that posts to them (see validateAuditForwarder).
 func validateAuditWebhook(path *field.Path, w *v1alpha1.AuditWebhook) field.ErrorList {
-	var errs field.ErrorList
-	if w.Image != nil || w.ImagePullPolicy != nil || len(w.Args) > 0 || w.Resources != nil {
-		errs = append(errs, field.Forbidden(path, "not supported yet: image, imagePullPolicy, args and resources of a forwarder "+
-			"beside the API server; the API server posts to its one target itself, so remove them"))
-	}
-	if len(w.Targets) > 1 {
-		errs = append(errs, field.Forbidden(path.Child("targets"), fmt.Sprintf(
-			"not supported yet: %d targets; the API server posts to one itself, so keep one", len(w.Targets))))
-	}
+	errs := validateAuditForwarder(path, &w.Container)
 	for i, target := range w.Targets {
 		at := path.Child("targets").Index(i)
 		if u, err := url.Parse(target.Server); err != nil || u.Scheme != "https" || u.Host == "" {
@@ -161,6 +152,46 @@ func validateAuditWebhook(path *field.Path, w *v1alpha1.AuditWebhook) field.Erro
 		}
 		if auth := target.Authentication; auth != nil {
 			errs = append(errs, validateTokenSecret(at.Child("authentication"), auth)...)
+		}
+	}
+	return errs
+}
+
+// auditForwarderFlags are the flags of the audit forwarder (tunnel audit)
+// that args may set, with what each takes; the others the controller sets.
+var auditForwarderFlags = map[string]string{"timeout": "a positive duration, such as 10s"}
+
+// validateAuditForwarder checks the container of the forwarder beside the
+// API server, which is this provider's (the tunnel image's tunnel audit),
+// not the closest peer's nginx: its image is named in full, since its
+// default is the platform's tunnel image rather than one of
+// contract.DefaultRegistry; its args are its own flags.
+func validateAuditForwarder(path *field.Path, c *v1alpha1.Container) field.ErrorList {
+	errs := validateResources(path.Child("resources"), c.Resources)
+	if img := c.Image; img != nil {
+		errs = append(errs, validateImage(path.Child("image"), img)...)
+		if img.Registry == nil || img.Repository == nil || img.Tag == nil {
+			errs = append(errs, field.Required(path.Child("image"),
+				"set registry, repository and tag: the forwarder's image is a build of this provider's tunnel image (tunnel audit), "+
+					"whose default the platform sets (TUNNEL_IMAGE), not an nginx image as for the closest peer"))
+		}
+	}
+	owned := contract.OwnedFlags{
+		"listen": "the API server posts its events to the address the controller sets",
+		"target": "the controller writes a kubeconfig for each of targets and names them",
+	}
+	errs = append(errs, validateArgs(path.Child("args"), c.Args, owned)...)
+	for _, name := range slices.Sorted(maps.Keys(c.Args)) {
+		if _, isOwned := owned.Why(name); isOwned {
+			continue
+		}
+		switch takes, known := auditForwarderFlags[name]; {
+		case !known:
+			errs = append(errs, field.NotSupported(path.Child("args").Key(name), name, slices.Sorted(maps.Keys(auditForwarderFlags))))
+		case name == "timeout":
+			if d, err := time.ParseDuration(c.Args[name]); err != nil || d <= 0 {
+				errs = append(errs, field.Invalid(path.Child("args").Key(name), c.Args[name], "must be "+takes))
+			}
 		}
 	}
 	return errs

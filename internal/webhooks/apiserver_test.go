@@ -144,13 +144,29 @@ func TestAPIServerSettingsRefusedNamingTheField(t *testing.T) {
 			`deployment: {scheduler: {replicas: 0}}`,
 			`spec.deployment.scheduler.replicas: Invalid value: 0: must be at least 1`,
 		},
-		"two audit webhook targets": {
-			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com"}, {server: "https://b.example.com"}]}}}}`,
-			`spec.deployment.apiServer.audit.webhook.targets: Forbidden: not supported yet: 2 targets`,
-		},
-		"an audit webhook forwarder": {
+		"the peer's nginx image for the audit forwarder": {
 			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {image: {tag: "1.27"}, targets: [{server: "https://a.example.com"}]}}}}`,
-			`spec.deployment.apiServer.audit.webhook: Forbidden: not supported yet: image, imagePullPolicy, args and resources`,
+			`spec.deployment.apiServer.audit.webhook.image: Required value: set registry, repository and tag: the forwarder's image is a build of this provider's tunnel image`,
+		},
+		"the peer's nginx args for the audit forwarder": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {args: {g: "daemon off;"}, targets: [{server: "https://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.args[g]: Unsupported value: "g": supported values: "timeout"`,
+		},
+		"an audit forwarder's listen address in args": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {args: {listen: ":80"}, targets: [{server: "https://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.args[listen]: Forbidden: set by the controller`,
+		},
+		"an audit forwarder timeout that is no duration": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {args: {timeout: "soon"}, targets: [{server: "https://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.args[timeout]: Invalid value: "soon": must be a positive duration`,
+		},
+		"an audit forwarder asking for more than its limit": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {resources: {requests: {memory: 1Gi}, limits: {memory: 64Mi}}, targets: [{server: "https://a.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.resources.requests[memory]: Invalid value: "1Gi": must be at most the limit`,
+		},
+		"the second audit webhook target over http": {
+			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com"}, {server: "http://b.example.com"}]}}}}`,
+			`spec.deployment.apiServer.audit.webhook.targets[1].server: Invalid value: "http://b.example.com": must be an https URL`,
 		},
 		"an audit webhook over http": {
 			`deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "http://a.example.com"}]}}}}`,
@@ -184,7 +200,13 @@ deployment:
     audit:
       mode: blocking
       policy: {apiVersion: audit.k8s.io/v1, kind: Policy, rules: [{level: Metadata}]}
-      webhook: {targets: [{server: "https://audit.example.com/events", authentication: {secretName: audit-token, secretNamespace: logging}}]}
+      webhook:
+        args: {timeout: 10s}
+        resources: {requests: {memory: 16Mi}}
+        image: {registry: mirror.example.com, repository: hostedcp/cluster-api-provider-hosted-tunnel, tag: v1.0.0}
+        targets:
+        - {server: "https://audit.example.com/events", authentication: {secretName: audit-token, secretNamespace: logging}}
+        - {server: "https://archive.example.com:8443"}
     mounts:
       admission: {path: /etc/kubernetes/admission, configMap: {name: admission}}
       authz: {path: /etc/authz, secret: {secretName: authz}}

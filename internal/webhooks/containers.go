@@ -166,6 +166,14 @@ func DisallowedImages(path *field.Path, s *v1alpha1.ControlPlaneSettings, allowe
 				name, from, allowed)))
 		}
 	}
+	if audit := s.Deployment.APIServer.Audit; audit != nil && audit.Webhook != nil && audit.Webhook.Image != nil {
+		img := audit.Webhook.Image
+		name := ptr.Deref(img.Registry, "") + "/" + ptr.Deref(img.Repository, "")
+		if img.Registry != nil && img.Repository != nil && isRegistry(*img.Registry) && isRepository(*img.Repository) && !allowed.Allows(name) {
+			errs = append(errs, field.Forbidden(path.Child("deployment", "apiServer", "audit", "webhook", "image"), fmt.Sprintf(
+				"pulls %s, which is not from a registry this platform allows (%s); use an image from one of them", name, allowed)))
+		}
+	}
 	return errs
 }
 

@@ -30,6 +30,9 @@ func TestDisallowedImagesNameTheField(t *testing.T) {
 	for _, c := range fields {
 		c.spec.Image = &v1alpha1.ImageSpec{Registry: ptr.To("evil.example.com"), Repository: ptr.To("miner")}
 	}
+	hcp.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{Webhook: &v1alpha1.AuditWebhook{
+		Container: v1alpha1.Container{Image: &v1alpha1.ImageSpec{Registry: ptr.To("evil.example.com"), Repository: ptr.To("miner"), Tag: ptr.To("v1")}},
+	}}
 	var got []string
 	for _, e := range DisallowedImages(field.NewPath("spec"), &hcp.Spec.ControlPlaneSettings, registries) {
 		got = append(got, e.Error())
@@ -44,6 +47,7 @@ func TestDisallowedImagesNameTheField(t *testing.T) {
 		"spec.konnectivityClient.image" + tail,
 		"spec.coredns.image" + tail,
 		"spec.kubeProxy.image" + tail,
+		"spec.deployment.apiServer.audit.webhook.image" + tail,
 	}, got)
 }
 

@@ -51,6 +51,12 @@ import (
 // the test runs), so the API server reads an authentication configuration
 // throughout; without one, turning it on or off adds or removes the flag
 // and the sidecar, which rolls the API servers.
+//
+// The same API server audits to two webhook targets (the test's), through
+// the forwarder beside it (tunnel audit, another process): the creation of
+// a ConfigMap reaches both, each with the token of its own Secret, one of
+// them in another namespace and used only once a ReferenceGrant there
+// allows it.
 func TestManagementServiceAccounts(t *testing.T) {
 	ctx := testContext(t)
 	sso := startOIDCIssuer(t)
@@ -63,15 +69,18 @@ func TestManagementServiceAccounts(t *testing.T) {
 		h.Spec.ManagementServiceAccounts = &v1alpha1.ManagementServiceAccounts{}
 	})
 	ns := hcp.Namespace
+	auditTargets := twoAuditTargets(t, hcp)
 	d := get(t, &appsv1.Deployment{}, ns, name+"-apiserver")
-	keys := container(t, d, "management-keys")
+	keys, forwarder := container(t, d, "management-keys"), container(t, d, "audit-forwarder")
 
-	dir := t.TempDir()
+	dir, tunnel := t.TempDir(), buildTunnel(t)
 	h := runHostedEtcd(t, ns, name)
 	apiserver, _ := h.startAPIServerIn(t, dir, port, nil)
-	sidecar, err := StartProcess(buildTunnel(t), nil, mountInto(t, ns, dir, d.Spec.Template.Spec.Volumes, keys)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sidecar.Stop(5 * time.Second) })
+	for _, c := range []corev1.Container{keys, forwarder} {
+		sidecar, err := StartProcess(tunnel, nil, mountInto(t, ns, dir, d.Spec.Template.Spec.Volumes, c)...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sidecar.Stop(5 * time.Second) })
+	}
 	syncSecretFiles(t, ns, name+"-authentication", filepath.Join(dir, contract.APIServerAuthenticationDir))
 
 	admin := workloadConfig(t, ns, name)
@@ -84,6 +93,14 @@ func TestManagementServiceAccounts(t *testing.T) {
 		return err
 	})
 	readyz := watchReadyz(t, admin)
+
+	workload, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	_, err = workload.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for target, token := range auditTargets {
+		waitFor(t, "the audit event at "+target.URL, func() error { return target.received(token, "audited") })
+	}
 
 	// Service accounts of the management cluster: one of the control
 	// plane's namespace, one of another tenant's.
@@ -105,8 +122,6 @@ func TestManagementServiceAccounts(t *testing.T) {
 
 	_, err = as(t, admin, token).CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "no permission before a binding: %v", err)
-	workload, err := kubernetes.NewForConfig(admin)
-	require.NoError(t, err)
 	// A role of its own: view aggregates its rules through the controller
 	// manager, which does not run here.
 	_, err = workload.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
@@ -154,10 +169,11 @@ func TestManagementServiceAccounts(t *testing.T) {
 	assert.Positive(t, readyz.answered.Load())
 }
 
-// container is the container of a Deployment's pods named name.
+// container is the container (or native sidecar) of a Deployment's pods
+// named name.
 func container(t *testing.T, d *appsv1.Deployment, name string) corev1.Container {
 	t.Helper()
-	for _, c := range d.Spec.Template.Spec.Containers {
+	for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
 		if c.Name == name {
 			return c
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -34,7 +35,12 @@ import (
 //	  .webhook.targets[] (one)                        same shape, + certificateAuthority  audit-webhook.kubeconfig in <cluster>-audit, --audit-webhook-config-file,
 //	    {server, authentication{secretName,                                         --audit-webhook-mode; the token read under the ReferenceGrant rule;
 //	    secretNamespace, tokenKey}}                                                  API server egress to the target's port
-//	  .webhook{image,args,resources}, 2+ targets      same shape                    refused: not supported yet (the peer's nginx forwarder)
+//	  .webhook.targets[] (two or more)                same shape                    a kubeconfig per target in <cluster>-audit (audit-target-<i>.kubeconfig),
+//	                                                                                the API server's to the forwarder on 127.0.0.1:6447; the forwarder
+//	                                                                                (native sidecar audit-forwarder, tunnel audit) posts to every target
+//	  .webhook{image,imagePullPolicy,args,resources}  same shape, the forwarder     the forwarder's container (and the forwarder even for one target);
+//	                                                  is ours, not nginx            image in full (registry, repository, tag) from an allowed registry,
+//	                                                                                args its flags (timeout), nginx's refused
 //	spec.deployment.apiServer.mounts{<name>}          same map                      volume mount-<name>, mounted read-only at path in kube-apiserver;
 //	  .path                                           same                          a digest of the content in the pod template (a change rolls)
 //	  .configMap (ConfigMapVolumeSource)              same type                     the volume's configMap
@@ -87,6 +93,25 @@ spec:
   etcd: {autoGrow: true}
   oidcProviders:
     https://oidc.example.com: {audiences: [my-app], claimMappings: {username: claims.sub}}`,
+		"reconciler tests: multiple webhook targets": `
+apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
+kind: HostedControlPlane
+metadata: {name: audit-targets}
+spec:
+  version: v1.33.0
+  gateway: {name: capi, namespace: capi-system}
+  deployment:
+    apiServer:
+      audit:
+        policy:
+          apiVersion: audit.k8s.io/v1
+          kind: Policy
+          rules:
+          - level: Metadata
+        webhook:
+          targets:
+          - server: https://example.com/audit1
+          - server: https://example.com/audit2`,
 		"reconciler tests: mounts and an audit policy": `
 apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
 kind: HostedControlPlane
@@ -135,6 +160,9 @@ spec:
 	assert.Equal(t, "my-config", files.Mounts["config-mount"].ConfigMap.Name)
 	assert.Equal(t, "/etc/secret", files.Mounts["secret-mount"].Path)
 	assert.Equal(t, auditv1.LevelNone, files.Audit.Policy.Rules[0].Level)
+	targets := get("audit-targets").Spec.Deployment.APIServer.Audit.Webhook
+	assert.Len(t, targets.Targets, 2)
+	assert.True(t, components.AuditForwarded(targets), "two targets: the forwarder posts to both, as the peer's nginx does")
 }
 
 // Admission refuses, naming the field, what the API server would not load
@@ -190,9 +218,9 @@ func TestAPIServerFilesRefused(t *testing.T) {
 			hcp(`{version: v1.36.3, deployment: {scheduler: {replicas: 0}}}`),
 			`spec.deployment.scheduler.replicas: Invalid value: 0: must be at least 1`,
 		},
-		"two audit webhook targets": {
-			hcp(`{version: v1.36.3, deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {targets: [{server: "https://a.example.com"}, {server: "https://b.example.com"}]}}}}}`),
-			`spec.deployment.apiServer.audit.webhook.targets: Forbidden: not supported yet`,
+		"the peer's nginx as the audit forwarder": {
+			hcp(`{version: v1.36.3, deployment: {apiServer: {audit: {policy: {rules: [{level: Metadata}]}, webhook: {image: {repository: library/nginx}, args: {g: "daemon off;"}, targets: [{server: "https://a.example.com"}, {server: "https://b.example.com"}]}}}}}`),
+			`spec.deployment.apiServer.audit.webhook.image: Required value: set registry, repository and tag`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -73,9 +73,10 @@ type Observed struct {
 	// source that does not exist is empty); the API server pod template
 	// carries them, so that new content rolls the API servers.
 	MountDigests map[string]string
-	// AuditWebhookToken is the bearer token of the audit webhook target,
-	// read from its Secret where a grant allows it; nil without one.
-	AuditWebhookToken []byte
+	// AuditWebhookTokens are the bearer tokens of the audit webhook
+	// targets, by index, read from their Secrets where a grant allows it;
+	// nil for a target without one.
+	AuditWebhookTokens [][]byte
 	// ManagementIssuer is the management cluster's service account issuer,
 	// read when spec.managementServiceAccounts is set; nil otherwise or
 	// until read.
