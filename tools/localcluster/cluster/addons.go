@@ -32,7 +32,8 @@ const (
 // startAddons runs kube-proxy, kube-router (which enforces NetworkPolicies)
 // and CoreDNS as pods, installs the default StorageClass, starts the
 // cluster's own loops (LoadBalancer addresses and volumes) and waits until
-// kube-proxy, kube-router and CoreDNS are available.
+// kube-proxy, kube-router and CoreDNS are available, CoreDNS started once
+// the API server's Service answers.
 func (c *Cluster) startAddons(ctx context.Context) error {
 	data := map[string]string{
 		"APIServer":       "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
@@ -48,7 +49,7 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		"GatewayAddress":  GatewayAddress,
 		"DNSAddress":      DNSAddress,
 	}
-	for _, name := range []string{"kube-proxy.yaml", "kube-router.yaml", "coredns.yaml", "storage.yaml"} {
+	apply := func(name string) error {
 		text, err := manifests.ReadFile("manifests/" + name)
 		if err != nil {
 			return err
@@ -64,6 +65,12 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		if err := Apply(ctx, c.Client, out.Bytes(), ""); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		return nil
+	}
+	for _, name := range []string{"kube-proxy.yaml", "kube-router.yaml", "storage.yaml"} {
+		if err := apply(name); err != nil {
+			return err
+		}
 	}
 	loops, cancel := context.WithCancel(context.Background())
 	c.cancel, c.loopsDone = cancel, make(chan struct{})
@@ -76,6 +83,17 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
 		return fmt.Errorf("kube-router: %w", err)
+	}
+	// CoreDNS only once kube-proxy has programmed the API server's Service
+	// address (its pod is ready when it runs, before that): a connection
+	// made before goes to the host's default route and is lost, and CoreDNS
+	// waited for the API for minutes (twice in a row on a loaded machine,
+	// unready after 3 minutes each time).
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.urlReady("https://"+net.JoinHostPort(APIServiceIP, "443")+"/readyz")); err != nil {
+		return fmt.Errorf("the kubernetes Service through kube-proxy: %w", err)
+	}
+	if err := apply("coredns.yaml"); err != nil {
+		return err
 	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.Deployment{}, "kube-system", "coredns")); err != nil {
 		return fmt.Errorf("CoreDNS: %w", err)
