@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"text/template"
 	"time"
 
@@ -84,21 +86,49 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
 		return fmt.Errorf("kube-router: %w", err)
 	}
-	// CoreDNS only once kube-proxy has programmed the API server's Service
-	// address (its pod is ready when it runs, before that): a connection
-	// made before goes to the host's default route and is lost, and CoreDNS
-	// waited for the API for minutes (twice in a row on a loaded machine,
-	// unready after 3 minutes each time).
+	// CoreDNS only once kube-proxy serves the API server's Service address
+	// (its pod is ready as soon as it runs, before it wrote a rule): until
+	// then a connection to it leaves by the host's default route (where a
+	// proxy answered 404 on the 2-core CI machine). CoreDNS stayed unready for 3 minutes twice in a
+	// row on a loaded machine; the first run of this wait then found the
+	// Service unserved for 3 minutes, so a failure names kube-proxy, with
+	// its log, rather than CoreDNS.
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.urlReady("https://"+net.JoinHostPort(APIServiceIP, "443")+"/readyz")); err != nil {
-		return fmt.Errorf("the kubernetes Service through kube-proxy: %w", err)
+		// An answer other than the API server's (404) is the host's
+		// default route's: kube-proxy has not written the Service's rules.
+		return fmt.Errorf("the kubernetes Service through kube-proxy: %w; kube-proxy's log ends with:\n%s", err, podLogTail("kube-system", "kube-proxy", "kube-proxy", 15))
 	}
 	if err := apply("coredns.yaml"); err != nil {
 		return err
 	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.Deployment{}, "kube-system", "coredns")); err != nil {
-		return fmt.Errorf("CoreDNS: %w", err)
+		return fmt.Errorf("CoreDNS: %w; its log ends with:\n%s", err, podLogTail("kube-system", "coredns", "coredns", 15))
 	}
 	return nil
+}
+
+// podLogsDir is where the kubelet writes containers' output.
+const podLogsDir = "/var/log/pods"
+
+// podLogTail is the end of the newest log of container in the pods of
+// namespace whose names start with prefix, for errors; what went wrong
+// reading it instead.
+func podLogTail(namespace, prefix, container string, n int) string {
+	files, err := filepath.Glob(filepath.Join(podLogsDir, namespace+"_"+prefix+"-*", container, "*.log"))
+	if err != nil || len(files) == 0 {
+		return fmt.Sprintf("(no log of %s/%s* in %s: %v)", namespace, prefix, podLogsDir, err)
+	}
+	newest, when := "", time.Time{}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.ModTime().After(when) {
+			newest, when = f, fi.ModTime()
+		}
+	}
+	tail, err := TailFile(newest, n)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return tail
 }
 
 // workloadAvailable checks that every pod of a DaemonSet or Deployment is
