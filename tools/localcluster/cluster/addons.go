@@ -34,8 +34,8 @@ const (
 // startAddons runs kube-proxy, kube-router (which enforces NetworkPolicies)
 // and CoreDNS as pods, installs the default StorageClass, starts the
 // cluster's own loops (LoadBalancer addresses and volumes) and waits until
-// kube-proxy, kube-router and CoreDNS are available, CoreDNS started once
-// the API server's Service answers.
+// kube-proxy, kube-router and CoreDNS are available; kube-router and CoreDNS
+// start once the API server's Service answers through kube-proxy.
 func (c *Cluster) startAddons(ctx context.Context) error {
 	data := map[string]string{
 		"APIServer":       "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
@@ -69,7 +69,7 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		}
 		return nil
 	}
-	for _, name := range []string{"kube-proxy.yaml", "kube-router.yaml", "storage.yaml"} {
+	for _, name := range []string{"kube-proxy.yaml", "storage.yaml"} {
 		if err := apply(name); err != nil {
 			return err
 		}
@@ -83,20 +83,25 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-proxy")); err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
 	}
-	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
-		return fmt.Errorf("kube-router: %w", err)
-	}
-	// CoreDNS only once kube-proxy serves the API server's Service address
-	// (its pod is ready as soon as it runs, before it wrote a rule): until
-	// then a connection to it leaves by the host's default route (where a
-	// proxy answered 404 on the 2-core CI machine). CoreDNS stayed unready for 3 minutes twice in a
-	// row on a loaded machine; the first run of this wait then found the
-	// Service unserved for 3 minutes, so a failure names kube-proxy, with
-	// its log, rather than CoreDNS.
+	// kube-router and CoreDNS only once kube-proxy serves the API server's
+	// Service address, which its first sync of the rules writes (its pod is
+	// ready as soon as it runs). kube-router rewrites the whole filter
+	// table: started beside kube-proxy, it dropped the chain kube-proxy had
+	// just made (KUBE-NODEPORTS) before kube-proxy's first sync jumped to
+	// it, that sync failed, and kube-proxy v1.36 retries its first sync
+	// only when a Service or EndpointSlice changes, which nothing did. The
+	// Service stayed unserved (the host's default route answered 404) and
+	// CoreDNS unready for as long as anyone waited.
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.urlReady("https://"+net.JoinHostPort(APIServiceIP, "443")+"/readyz")); err != nil {
 		// An answer other than the API server's (404) is the host's
 		// default route's: kube-proxy has not written the Service's rules.
 		return fmt.Errorf("the kubernetes Service through kube-proxy: %w; kube-proxy's log ends with:\n%s", err, podLogTail("kube-system", "kube-proxy", "kube-proxy", 15))
+	}
+	if err := apply("kube-router.yaml"); err != nil {
+		return err
+	}
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
+		return fmt.Errorf("kube-router: %w", err)
 	}
 	if err := apply("coredns.yaml"); err != nil {
 		return err
