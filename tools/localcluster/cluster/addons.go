@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"text/template"
 	"time"
 
@@ -32,7 +34,8 @@ const (
 // startAddons runs kube-proxy, kube-router (which enforces NetworkPolicies)
 // and CoreDNS as pods, installs the default StorageClass, starts the
 // cluster's own loops (LoadBalancer addresses and volumes) and waits until
-// kube-proxy, kube-router and CoreDNS are available.
+// kube-proxy, kube-router and CoreDNS are available; kube-router and CoreDNS
+// start once the API server's Service answers through kube-proxy.
 func (c *Cluster) startAddons(ctx context.Context) error {
 	data := map[string]string{
 		"APIServer":       "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
@@ -48,7 +51,7 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		"GatewayAddress":  GatewayAddress,
 		"DNSAddress":      DNSAddress,
 	}
-	for _, name := range []string{"kube-proxy.yaml", "kube-router.yaml", "coredns.yaml", "storage.yaml"} {
+	apply := func(name string) error {
 		text, err := manifests.ReadFile("manifests/" + name)
 		if err != nil {
 			return err
@@ -64,6 +67,12 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 		if err := Apply(ctx, c.Client, out.Bytes(), ""); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		return nil
+	}
+	for _, name := range []string{"kube-proxy.yaml", "storage.yaml"} {
+		if err := apply(name); err != nil {
+			return err
+		}
 	}
 	loops, cancel := context.WithCancel(context.Background())
 	c.cancel, c.loopsDone = cancel, make(chan struct{})
@@ -74,13 +83,57 @@ func (c *Cluster) startAddons(ctx context.Context) error {
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-proxy")); err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
 	}
+	// kube-router and CoreDNS only once kube-proxy serves the API server's
+	// Service address, which its first sync of the rules writes (its pod is
+	// ready as soon as it runs). kube-router rewrites the whole filter
+	// table: started beside kube-proxy, it dropped the chain kube-proxy had
+	// just made (KUBE-NODEPORTS) before kube-proxy's first sync jumped to
+	// it, that sync failed, and kube-proxy v1.36 retries its first sync
+	// only when a Service or EndpointSlice changes, which nothing did. The
+	// Service stayed unserved (the host's default route answered 404) and
+	// CoreDNS unready for as long as anyone waited.
+	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.urlReady("https://"+net.JoinHostPort(APIServiceIP, "443")+"/readyz")); err != nil {
+		// An answer other than the API server's (404) is the host's
+		// default route's: kube-proxy has not written the Service's rules.
+		return fmt.Errorf("the kubernetes Service through kube-proxy: %w; kube-proxy's log ends with:\n%s", err, podLogTail("kube-system", "kube-proxy", "kube-proxy", 15))
+	}
+	if err := apply("kube-router.yaml"); err != nil {
+		return err
+	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.DaemonSet{}, "kube-system", "kube-router")); err != nil {
 		return fmt.Errorf("kube-router: %w", err)
 	}
+	if err := apply("coredns.yaml"); err != nil {
+		return err
+	}
 	if err := c.poll(ctx, "kubelet", 3*time.Minute, c.workloadAvailable(&appsv1.Deployment{}, "kube-system", "coredns")); err != nil {
-		return fmt.Errorf("CoreDNS: %w", err)
+		return fmt.Errorf("CoreDNS: %w; its log ends with:\n%s", err, podLogTail("kube-system", "coredns", "coredns", 15))
 	}
 	return nil
+}
+
+// podLogsDir is where the kubelet writes containers' output.
+const podLogsDir = "/var/log/pods"
+
+// podLogTail is the end of the newest log of container in the pods of
+// namespace whose names start with prefix, for errors; what went wrong
+// reading it instead.
+func podLogTail(namespace, prefix, container string, n int) string {
+	files, err := filepath.Glob(filepath.Join(podLogsDir, namespace+"_"+prefix+"-*", container, "*.log"))
+	if err != nil || len(files) == 0 {
+		return fmt.Sprintf("(no log of %s/%s* in %s: %v)", namespace, prefix, podLogsDir, err)
+	}
+	newest, when := "", time.Time{}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.ModTime().After(when) {
+			newest, when = f, fi.ModTime()
+		}
+	}
+	tail, err := TailFile(newest, n)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return tail
 }
 
 // workloadAvailable checks that every pod of a DaemonSet or Deployment is

@@ -34,6 +34,9 @@ const (
 	PodCIDR = "10.244.0.0/16"
 	// ServiceCIDR holds every ClusterIP.
 	ServiceCIDR = "10.96.0.0/16"
+	// APIServiceIP is the address of the kubernetes Service, the API
+	// server's in the cluster.
+	APIServiceIP = "10.96.0.1"
 	// DNSServiceIP is the address of the kube-dns Service CoreDNS serves.
 	DNSServiceIP = "10.96.0.10"
 	// LoadBalancerCIDR is where LoadBalancer Services get their addresses.
@@ -231,7 +234,7 @@ func (c *Cluster) writePKI(context.Context) error {
 	if err := sa.WritePublicKey(dir, "sa"); err != nil {
 		return err
 	}
-	serving, err := ca.Issue("kube-apiserver", nil, NodeIP, "127.0.0.1", "10.96.0.1", "localhost",
+	serving, err := ca.Issue("kube-apiserver", nil, NodeIP, "127.0.0.1", APIServiceIP, "localhost",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 	if err != nil {
 		return err
