@@ -245,22 +245,27 @@ func (r *Reconciler) observeFacts(ctx context.Context, in render.Input) *facts {
 	return f
 }
 
-// probe asks the API server for /readyz through the admin kubeconfig: the
-// one this pass wrote, or, when the pass stopped before writing it, the one
-// written before, which still reaches the API server.
+// probe reads the newest answer of the API server to /readyz through the
+// admin kubeconfig (the one this pass wrote, or, when the pass stopped
+// before writing it, the one written before, which still reaches the API
+// server), and asks again, outside the workers, when it is older than
+// probeFresh (see package probes): the pass never waits for the tenant's
+// network, and an answer that differs brings the next pass at once.
 func (r *Reconciler) probe(ctx context.Context, s *scope) {
-	s.probed = true
 	kubeconfig := s.kubeconfig
 	if kubeconfig == nil {
 		secret := &corev1.Secret{}
 		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: contract.ClusterKubeconfigName(s.cluster.Name)}
 		if err := r.client.Get(ctx, key, secret); err != nil {
-			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
+			s.probed, s.answer = true, fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
 			return
 		}
 		kubeconfig = secret.Data["value"]
 	}
-	s.answer = r.prober.Probe(ctx, kubeconfig)
+	a, ok := r.probes.Answer(client.ObjectKeyFromObject(s.hcp), probeFresh, time.Now(), func(ctx context.Context) error {
+		return r.prober.Probe(ctx, kubeconfig)
+	})
+	s.probed, s.answer, s.asking = ok, a.Err, !ok
 }
 
 // restoreID is the restore in place the restore Secret is written for, when

@@ -29,6 +29,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/probes"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 	cfg "github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
@@ -47,6 +48,14 @@ const (
 	pollInterval  = 2 * time.Second
 )
 
+// At most probeWorkers API servers are asked at once, outside the reconcile
+// workers; a pass asks again when the answer it reads is older than
+// probeFresh.
+const (
+	probeWorkers = 50
+	probeFresh   = time.Second
+)
+
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
 type Reconciler struct {
 	client client.Client
@@ -57,8 +66,10 @@ type Reconciler struct {
 	// registries are those image overrides may pull from (see imagesAllowed).
 	registries contract.Registries
 	recorder   events.EventRecorder
-	// prober tells whether the API server answers through a kubeconfig.
+	// prober tells whether the API server answers through a kubeconfig;
+	// probes asks it outside the workers and keeps its answers.
 	prober Prober
+	probes *probes.Pool
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
 	// issuers tells the management cluster's service account issuer.
@@ -94,6 +105,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
 		etcd:     etcd.NewChecker(),
+		probes:   probes.NewPool(probeWorkers),
 		restorer: backup.NewRestorer(c, apiReader),
 		mustRoll: rollout.NewGate(cfg.DefaultMustRollInterval),
 		applier:  &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
@@ -131,10 +143,12 @@ type scope struct {
 	blocked *blockedPhase
 	// kubeconfig is the admin kubeconfig, when this pass wrote it.
 	kubeconfig []byte
-	// probed tells whether this pass asked the API server; answer is what
-	// it said (nil: it answered).
+	// probed tells whether this pass read an answer of the API server;
+	// answer is what it said (nil: it answered). asking tells that it asked
+	// and no answer is held yet: the status keeps what it said.
 	probed bool
 	answer error
+	asking bool
 	// keys are what the encryption Secret holds; nil when it holds nothing
 	// the API servers can encrypt with (or could not be read).
 	keys *encryption.Keys

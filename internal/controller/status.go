@@ -168,8 +168,11 @@ func updateStatus(s *scope) {
 		setCondition(hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason,
 			"waiting for a Cluster whose spec.controlPlaneRef names this control plane; Cluster API then sets the owner reference")
 	}
-	c := available(s)
-	setCondition(hcp, c.Type, c.Status, c.Reason, c.Message)
+	// While the first answer since the controller started is awaited, what
+	// was said of the API server stands.
+	if c := available(s); !s.asking || conditions.Get(hcp, c.Type) == nil {
+		setCondition(hcp, c.Type, c.Status, c.Reason, c.Message)
+	}
 	if s.answered() {
 		st.Initialization.ControlPlaneInitialized = ptr.To(true)
 	} else if s.held != nil && (s.blocked == nil || !s.blocked.Warn) {
