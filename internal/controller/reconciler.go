@@ -48,9 +48,9 @@ const (
 	pollInterval  = 2 * time.Second
 )
 
-// At most probeWorkers API servers are asked at once, outside the reconcile
-// workers; a pass asks again when the answer it reads is older than
-// probeFresh.
+// At most probeWorkers API servers, and as many etcds, are asked at once,
+// outside the reconcile workers; a pass asks an API server again when the
+// answer it reads is older than probeFresh.
 const (
 	probeWorkers = 50
 	probeFresh   = time.Second
@@ -69,7 +69,7 @@ type Reconciler struct {
 	// prober tells whether the API server answers through a kubeconfig;
 	// probes asks it outside the workers and keeps its answers.
 	prober Prober
-	probes *probes.Pool
+	probes *probes.Pool[struct{}]
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
 	// issuers tells the management cluster's service account issuer.
@@ -77,10 +77,14 @@ type Reconciler struct {
 	// etcd reaches the hosted etcds, keeping each one's connections across
 	// passes until the control plane is deleted.
 	etcd *etcd.Checker
+	// etcdAnswers asks etcd with it outside the workers and keeps its
+	// answers (see etcd.Membership).
+	etcdAnswers *probes.Pool[etcd.Seen]
 
-	// routes reads every TLSRoute, whoever's, by hostname (see
-	// observeRouteClaims); it is the Gateway cache.
-	routes     client.Reader
+	// gateways is the Gateway cache: it reads every Gateway (see
+	// observeExposure) and every TLSRoute, whoever's, by hostname (see
+	// observeRouteClaims).
+	gateways   client.Reader
 	applier    *apply.Applier
 	watches    *optionalWatches
 	controller controller.Controller
@@ -104,11 +108,12 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
-		etcd:     etcd.NewChecker(),
-		probes:   probes.NewPool(probeWorkers),
-		restorer: backup.NewRestorer(c, apiReader),
-		mustRoll: rollout.NewGate(cfg.DefaultMustRollInterval),
-		applier:  &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
+		etcd:        etcd.NewChecker(),
+		probes:      probes.NewPool(probeWorkers, probes.Answered[struct{}]),
+		etcdAnswers: etcd.NewAnswers(probeWorkers),
+		restorer:    backup.NewRestorer(c, apiReader),
+		mustRoll:    rollout.NewGate(cfg.DefaultMustRollInterval),
+		applier:     &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
 
@@ -149,6 +154,9 @@ type scope struct {
 	probed bool
 	answer error
 	asking bool
+	// etcdAsking tells that etcd was asked and no answer this pass may
+	// decide on is held yet: its phase and its status stay as they were.
+	etcdAsking bool
 	// keys are what the encryption Secret holds; nil when it holds nothing
 	// the API servers can encrypt with (or could not be read).
 	keys *encryption.Keys

@@ -216,9 +216,9 @@ func updateStatus(s *scope) {
 	}
 	// etcd reports the members etcd lists (as recorded while it does not
 	// answer, none of them healthy then) and the smallest volume a member
-	// has been given; objects that cannot be read keep what was reported
-	// before.
-	if m := s.in.Etcd; m != nil {
+	// has been given; objects that cannot be read, and an answer of etcd
+	// not in yet, keep what was reported before.
+	if m := s.in.Etcd; m != nil && !s.etcdAsking {
 		st.Etcd.Members = etcd.Members(m)
 		if m.Answered {
 			st.Etcd.MemberStatuses = etcd.MemberStatuses(m)

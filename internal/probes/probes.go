@@ -9,50 +9,71 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
-// Answer is what an ask found: nil when it answered, and when.
-type Answer struct {
-	Err error
-	At  time.Time
+// Answer is what an ask found (Err nil when it answered) and when the ask
+// started: what it found is at least that fresh.
+type Answer[T any] struct {
+	Value T
+	Err   error
+	At    time.Time
+}
+
+// Answered tells whether two answers agree on answering at all, for asks
+// whose only news is that (an API server's /readyz).
+func Answered[T any](before, after Answer[T]) bool {
+	return (before.Err == nil) == (after.Err == nil)
 }
 
 // Pool asks, in a bounded number of goroutines, and keeps the newest
 // answer of each key. It is safe for concurrent use.
-type Pool struct {
+type Pool[T any] struct {
 	workers int
+	same    func(before, after Answer[T]) bool
 	events  chan event.TypedGenericEvent[types.NamespacedName]
 	start   sync.Once
 
 	mu      sync.Mutex
 	wake    *sync.Cond
 	queue   []types.NamespacedName
-	pending map[types.NamespacedName]func(context.Context) error
-	running map[types.NamespacedName]bool
-	answers map[types.NamespacedName]Answer
+	entries map[types.NamespacedName]*entry[T]
 }
 
-// NewPool returns a Pool that asks at most workers at once. Its
-// goroutines start with the first ask and run for the life of the process.
-func NewPool(workers int) *Pool {
-	p := &Pool{
+// entry is what the Pool holds of one key.
+type entry[T any] struct {
+	// ask is the newest way to ask given (it may carry newer credentials).
+	ask             func(context.Context) (T, error)
+	queued, running bool
+	answer          *Answer[T]
+	// after outdates the answers of asks started before it.
+	after time.Time
+}
+
+// usable tells whether the entry holds an answer that is not outdated.
+func (e *entry[T]) usable() bool { return e.answer != nil && !e.answer.At.Before(e.after) }
+
+// NewPool returns a Pool that asks at most workers at once; same tells
+// whether a new answer brings no news over the one before (no event).
+// Its goroutines start with the first ask and run for the life of the
+// process.
+func NewPool[T any](workers int, same func(before, after Answer[T]) bool) *Pool[T] {
+	p := &Pool[T]{
 		workers: max(workers, 1),
+		same:    same,
 		events:  make(chan event.TypedGenericEvent[types.NamespacedName], 1024),
-		pending: map[types.NamespacedName]func(context.Context) error{},
-		running: map[types.NamespacedName]bool{},
-		answers: map[types.NamespacedName]Answer{},
+		entries: map[types.NamespacedName]*entry[T]{},
 	}
 	p.wake = sync.NewCond(&p.mu)
 	return p
 }
 
-// Events are the keys whose answer is new: the first, or one that answers
-// where the one before did not, or the reverse.
-func (p *Pool) Events() <-chan event.TypedGenericEvent[types.NamespacedName] { return p.events }
+// Events are the keys whose answer is news: the first usable one, or one
+// that same tells differs from the one before.
+func (p *Pool[T]) Events() <-chan event.TypedGenericEvent[types.NamespacedName] { return p.events }
 
-// Answer returns the newest answer for key (false when there is none yet)
-// and, when there is none or it is older than fresh at now, has ask run
-// for key, unless an ask for it is under way; an ask waiting its turn is
-// replaced by this one (which may carry newer credentials).
-func (p *Pool) Answer(key types.NamespacedName, fresh time.Duration, now time.Time, ask func(context.Context) error) (Answer, bool) {
+// Answer returns the newest usable answer for key (false when there is
+// none) and, when there is none or it is older than fresh at now, has ask
+// run for key, unless an ask for it is queued or under way; a queued ask
+// runs as the newest one given (nil: the one given before).
+func (p *Pool[T]) Answer(key types.NamespacedName, fresh time.Duration, now time.Time, ask func(context.Context) (T, error)) (Answer[T], bool) {
 	p.start.Do(func() {
 		for range p.workers {
 			go p.work()
@@ -60,32 +81,60 @@ func (p *Pool) Answer(key types.NamespacedName, fresh time.Duration, now time.Ti
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	a, ok := p.answers[key]
-	if ok && now.Sub(a.At) < fresh {
-		return a, true
+	e := p.entries[key]
+	if e == nil {
+		e = &entry[T]{}
+		p.entries[key] = e
 	}
-	if p.running[key] {
-		return a, ok
+	if ask != nil {
+		e.ask = ask
 	}
-	if _, queued := p.pending[key]; !queued {
-		p.queue = append(p.queue, key)
-		p.wake.Signal()
+	if e.usable() && now.Sub(e.answer.At) < fresh {
+		return *e.answer, true
 	}
-	p.pending[key] = ask
-	return a, ok
+	if e.ask != nil {
+		p.enqueue(key, e)
+	}
+	if !e.usable() {
+		return Answer[T]{}, false
+	}
+	return *e.answer, true
+}
+
+// Outdate makes the answers of asks started before at unusable (for an
+// answer that something done since may have changed), and asks again.
+func (p *Pool[T]) Outdate(key types.NamespacedName, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[key]
+	if e == nil || !at.After(e.after) {
+		return
+	}
+	e.after = at
+	if !e.usable() && e.ask != nil {
+		p.enqueue(key, e)
+	}
+}
+
+// enqueue has e asked, unless it is queued or under way; p.mu is held.
+func (p *Pool[T]) enqueue(key types.NamespacedName, e *entry[T]) {
+	if e.queued || e.running {
+		return
+	}
+	e.queued = true
+	p.queue = append(p.queue, key)
+	p.wake.Signal()
 }
 
 // Forget drops what the Pool holds of key; an ask under way still ends,
 // and its answer is dropped.
-func (p *Pool) Forget(key types.NamespacedName) {
+func (p *Pool[T]) Forget(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.answers, key)
-	delete(p.pending, key)
-	delete(p.running, key)
+	delete(p.entries, key)
 }
 
-func (p *Pool) work() {
+func (p *Pool[T]) work() {
 	for {
 		p.mu.Lock()
 		for len(p.queue) == 0 {
@@ -93,32 +142,39 @@ func (p *Pool) work() {
 		}
 		key := p.queue[0]
 		p.queue = p.queue[1:]
-		ask, ok := p.pending[key]
-		delete(p.pending, key)
-		if !ok {
+		e := p.entries[key]
+		if e == nil || !e.queued {
 			p.mu.Unlock()
 			continue // forgotten
 		}
-		p.running[key] = true
+		e.queued, e.running = false, true
+		ask := e.ask
 		p.mu.Unlock()
 
-		err := ask(context.Background())
-		p.done(key, Answer{Err: err, At: time.Now()})
+		at := time.Now()
+		v, err := ask(context.Background())
+		p.done(key, e, Answer[T]{Value: v, Err: err, At: at})
 	}
 }
 
-// done keeps an answer and tells of it when it is new.
-func (p *Pool) done(key types.NamespacedName, a Answer) {
+// done keeps an answer and tells of it when it is news. An answer
+// outdated while it was asked is kept for nothing: it is asked again.
+func (p *Pool[T]) done(key types.NamespacedName, e *entry[T], a Answer[T]) {
 	p.mu.Lock()
-	if !p.running[key] {
+	if p.entries[key] != e {
 		p.mu.Unlock()
 		return // forgotten meanwhile
 	}
-	delete(p.running, key)
-	before, had := p.answers[key]
-	p.answers[key] = a
+	e.running = false
+	if a.At.Before(e.after) {
+		p.enqueue(key, e)
+		p.mu.Unlock()
+		return
+	}
+	news := !e.usable() || !p.same(*e.answer, a)
+	e.answer = &a
 	p.mu.Unlock()
-	if !had || (before.Err == nil) != (a.Err == nil) {
+	if news {
 		p.events <- event.TypedGenericEvent[types.NamespacedName]{Object: key}
 	}
 }

@@ -12,30 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func next(t *testing.T, p *Pool) types.NamespacedName {
-	t.Helper()
-	select {
-	case e := <-p.Events():
-		return e.Object
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event")
-		return types.NamespacedName{}
-	}
-}
-
 // The first answer and every change between answering and not come back
 // as events; until then, and while the newest answer is fresh, an ask
 // returns what is held without asking again.
 func TestAnswersComeBackAsEvents(t *testing.T) {
-	p := NewPool(2)
+	p := NewPool(2, Answered[struct{}])
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	var asked atomic.Int32
-	answer := func(err error) func(context.Context) error {
-		return func(context.Context) error { asked.Add(1); return err }
+	answer := func(err error) func(context.Context) (struct{}, error) {
+		return func(context.Context) (struct{}, error) { asked.Add(1); return struct{}{}, err }
 	}
 	_, ok := p.Answer(key, time.Second, time.Now(), answer(nil))
 	assert.False(t, ok, "no answer before the first ask ends")
-	assert.Equal(t, key, next(t, p))
+	assert.Equal(t, key, nextOf(t, p))
 	a, ok := p.Answer(key, time.Minute, time.Now(), answer(errors.New("never asked")))
 	require.True(t, ok)
 	require.NoError(t, a.Err)
@@ -46,7 +35,7 @@ func TestAnswersComeBackAsEvents(t *testing.T) {
 	a, ok = p.Answer(key, time.Minute, time.Now().Add(2*time.Minute), answer(errors.New("refused")))
 	require.True(t, ok)
 	require.NoError(t, a.Err, "the held answer until the new one is in")
-	assert.Equal(t, key, next(t, p))
+	assert.Equal(t, key, nextOf(t, p))
 	a, _ = p.Answer(key, time.Minute, time.Now(), nil)
 	assert.EqualError(t, a.Err, "refused")
 
@@ -67,19 +56,19 @@ func TestAnswersComeBackAsEvents(t *testing.T) {
 // returns at once while every goroutine waits, and the ask queued behind
 // them runs once one is free.
 func TestHangingAsksHoldOnlyThePool(t *testing.T) {
-	p := NewPool(2)
+	p := NewPool(2, Answered[struct{}])
 	release := make(chan struct{})
-	hang := func(context.Context) error { <-release; return errors.New("timed out") }
+	hang := func(context.Context) (struct{}, error) { <-release; return struct{}{}, errors.New("timed out") }
 	for _, name := range []string{"hangs-1", "hangs-2"} {
 		p.Answer(types.NamespacedName{Name: name}, time.Second, time.Now(), hang)
 	}
 	healthy := types.NamespacedName{Name: "healthy"}
-	_, ok := p.Answer(healthy, time.Second, time.Now(), func(context.Context) error { return nil })
+	_, ok := p.Answer(healthy, time.Second, time.Now(), answers)
 	assert.False(t, ok, "returned while both goroutines hang")
 	close(release)
 	seen := map[string]bool{}
 	for range 3 {
-		seen[next(t, p).Name] = true
+		seen[nextOf(t, p).Name] = true
 	}
 	assert.Equal(t, map[string]bool{"hangs-1": true, "hangs-2": true, "healthy": true}, seen)
 	a, ok := p.Answer(healthy, time.Minute, time.Now(), nil)
@@ -90,12 +79,74 @@ func TestHangingAsksHoldOnlyThePool(t *testing.T) {
 // A control plane forgotten (deleted) holds no answer, and one asked again
 // starts afresh.
 func TestForget(t *testing.T) {
-	p := NewPool(1)
+	p := NewPool(1, Answered[struct{}])
 	key := types.NamespacedName{Name: "gone"}
-	p.Answer(key, time.Second, time.Now(), func(context.Context) error { return nil })
-	next(t, p)
+	p.Answer(key, time.Second, time.Now(), answers)
+	nextOf(t, p)
 	p.Forget(key)
-	_, ok := p.Answer(key, time.Second, time.Now(), func(context.Context) error { return nil })
+	_, ok := p.Answer(key, time.Second, time.Now(), answers)
 	assert.False(t, ok)
-	assert.Equal(t, key, next(t, p), "the first answer after forgetting is an event again")
+	assert.Equal(t, key, nextOf(t, p), "the first answer after forgetting is an event again")
+}
+
+func answers(context.Context) (struct{}, error) { return struct{}{}, nil }
+
+// An answer asked before something that may have changed it (a membership
+// change made meanwhile) is not returned; the ask under way then is asked
+// again, and the first answer asked since is an event.
+func TestOutdatedAnswersAreAskedAgain(t *testing.T) {
+	p := NewPool(1, func(before, after Answer[int]) bool { return before.Value == after.Value })
+	key := types.NamespacedName{Name: "changed"}
+	release := make(chan struct{})
+	var asked atomic.Int32
+	ask := func(context.Context) (int, error) {
+		n := asked.Add(1)
+		if n == 2 {
+			<-release // under way while the change is made
+		}
+		return 1, nil
+	}
+	p.Answer(key, time.Minute, time.Now(), ask)
+	require.Equal(t, key, nextOf(t, p))
+	_, ok := p.Answer(key, time.Minute, time.Now(), ask)
+	require.True(t, ok)
+
+	p.Answer(key, 0, time.Now(), ask) // the second ask, which hangs
+	require.Eventually(t, func() bool { return asked.Load() == 2 }, 10*time.Second, 10*time.Millisecond)
+	p.Outdate(key, time.Now())
+	_, ok = p.Answer(key, time.Minute, time.Now(), ask)
+	assert.False(t, ok, "an answer asked before the change")
+	close(release)
+	assert.Equal(t, key, nextOf(t, p), "the answer asked after the change, though the same, is news")
+	assert.Equal(t, int32(3), asked.Load(), "the ask under way at the change is asked again")
+	a, ok := p.Answer(key, time.Minute, time.Now(), ask)
+	require.True(t, ok)
+	assert.Equal(t, 1, a.Value)
+}
+
+// same decides what is news: a value that differs is an event even when
+// both answered.
+func TestSameDecidesNews(t *testing.T) {
+	p := NewPool(1, func(before, after Answer[int]) bool { return before.Value == after.Value })
+	key := types.NamespacedName{Name: "members"}
+	value := func(v int) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { return v, nil }
+	}
+	p.Answer(key, 0, time.Now(), value(1))
+	require.Equal(t, key, nextOf(t, p))
+	p.Answer(key, 0, time.Now(), value(2))
+	require.Equal(t, key, nextOf(t, p))
+	a, _ := p.Answer(key, time.Minute, time.Now(), nil)
+	assert.Equal(t, 2, a.Value)
+}
+
+func nextOf[T any](t *testing.T, p *Pool[T]) types.NamespacedName {
+	t.Helper()
+	select {
+	case e := <-p.Events():
+		return e.Object
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+		return types.NamespacedName{}
+	}
 }

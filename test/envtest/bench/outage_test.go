@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // outageControlPlanes is how many control planes stop answering at once
@@ -25,20 +29,23 @@ import (
 const outageControlPlanes = 300
 
 // BenchmarkReconcileUnderOutage runs the controller binary (ten workers, a
-// probe timeout of five seconds) over control planes whose API servers all
-// hang, as behind a Gateway whose data plane is down: their endpoint is a
-// listener that accepts connections and never answers, which a thousand
-// real control planes could not simulate on one machine (their pods are
-// not run either: envtest has no kubelet). Each is marked initialized, so
-// that every pass probes it, as it probes an Available control plane that
-// stops answering. Then the spec of one more control plane, whose endpoint
-// refuses at once, is changed twenty times, and the time until a pass has
-// seen each change (status.observedGeneration) is measured:
+// probe timeout of five seconds, etcd calls of two) over control planes
+// whose API servers and etcd members all hang, as behind a Gateway whose
+// data plane is down or past a network partition: their API server
+// endpoint is a listener that accepts connections and never answers, and
+// so is the address of their etcd member, a pod the benchmark creates
+// with that address (a thousand real control planes could not run on one
+// machine, and envtest has no kubelet: these pods and endpoints are
+// simulated). Each is marked initialized, so that every pass probes it, as
+// it probes an Available control plane that stops answering. Then the spec
+// of one more control plane, whose endpoint refuses at once, is changed
+// twenty times, and the time until a pass has seen each change
+// (status.observedGeneration) is measured:
 // BENCH reconcile_latency_under_outage_p99_s. While a pass waited for the
-// probe, N hanging control planes, requeued every 15 s, took N×5 s of the
-// ten workers' 150 s per 15 s, so past about 30 of them a change waited
-// behind them, the longer the more there were; probes outside the workers
-// leave the workers free whatever N is.
+// probe and etcd, N hanging control planes, requeued every 15 s, took
+// N×7 s of the ten workers' 150 s per 15 s, so past about 20 of them a
+// change waited behind them, the longer the more there were; asks outside
+// the workers leave the workers free whatever N is.
 func BenchmarkReconcileUnderOutage(b *testing.B) {
 	ctx := context.Background()
 	n := outageControlPlanes
@@ -48,7 +55,10 @@ func BenchmarkReconcileUnderOutage(b *testing.B) {
 			b.Fatalf("BENCH_OUTAGE_CONTROL_PLANES: %v", err)
 		}
 	}
-	hang := hangingListener(b)
+	hang := hangingListener(b, "127.0.0.1:0")
+	// An address of loopback of its own, on etcd's client port.
+	etcdIP := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), 1+rand.IntN(254), 1+rand.IntN(254)) //nolint:gosec // not a secret
+	hangingListener(b, net.JoinHostPort(etcdIP, strconv.Itoa(contract.EtcdClientPort)))
 	proc, err := env.StartController(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -78,6 +88,9 @@ func BenchmarkReconcileUnderOutage(b *testing.B) {
 	// pass comes for a new object), the passes over the hanging control
 	// planes then coming every 15 s.
 	settle(ctx, b, ns, n+1)
+	for i := range n {
+		hangingMember(ctx, b, ns, fmt.Sprintf("hangs-%04d", i), etcdIP)
+	}
 	time.Sleep(30 * time.Second)
 
 	var latencies []float64
@@ -109,10 +122,37 @@ func BenchmarkReconcileUnderOutage(b *testing.B) {
 	report("outage_control_planes", float64(n), "count")
 }
 
-// hangingListener accepts connections and never answers on them.
-func hangingListener(b *testing.B) net.Listener {
+// hangingMember runs the first etcd member of a control plane, as its
+// StatefulSet would, at ip, once the controller has made the StatefulSet.
+func hangingMember(ctx context.Context, b *testing.B, ns, name, ip string) {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	sts := &appsv1.StatefulSet{}
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(time.Second) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: contract.EtcdName(name)}, sts)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no etcd StatefulSet of %s after 5 minutes: %v", name, err)
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: contract.EtcdName(name) + "-0", Labels: sts.Spec.Template.Labels}}
+	pod.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		b.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// hangingListener accepts connections at address and never answers on
+// them.
+func hangingListener(b *testing.B, address string) net.Listener {
+	b.Helper()
+	l, err := net.Listen("tcp", address)
 	if err != nil {
 		b.Fatal(err)
 	}
