@@ -285,7 +285,7 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) {
 		}
 		kubeconfig = secret.Data["value"]
 	}
-	a, ok := r.probes.Answer(client.ObjectKeyFromObject(s.hcp), probeFresh, time.Now(), func(ctx context.Context) (struct{}, error) {
+	a, ok := r.probes.Answer(ctx, client.ObjectKeyFromObject(s.hcp), probeFresh, time.Now(), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, r.prober.Probe(ctx, kubeconfig)
 	})
 	s.probed, s.answer, s.asking = ok, a.Err, !ok

@@ -39,8 +39,10 @@ type Pool[T any] struct {
 
 // entry is what the Pool holds of one key.
 type entry[T any] struct {
-	// ask is the newest way to ask given (it may carry newer credentials).
+	// ask is the newest way to ask given (it may carry newer credentials),
+	// and ctx the context of the one who gave it, without its end.
 	ask             func(context.Context) (T, error)
+	ctx             context.Context
 	queued, running bool
 	answer          *Answer[T]
 	// after outdates the answers of asks started before it.
@@ -72,8 +74,11 @@ func (p *Pool[T]) Events() <-chan event.TypedGenericEvent[types.NamespacedName] 
 // Answer returns the newest usable answer for key (false when there is
 // none) and, when there is none or it is older than fresh at now, has ask
 // run for key, unless an ask for it is queued or under way; a queued ask
-// runs as the newest one given (nil: the one given before).
-func (p *Pool[T]) Answer(key types.NamespacedName, fresh time.Duration, now time.Time, ask func(context.Context) (T, error)) (Answer[T], bool) {
+// runs as the newest one given (nil: the one given before), with the values
+// of the ctx given with it (its span, so that a trace shows the ask below
+// the pass that asked, its logger) but never its deadline or cancellation:
+// the ask outlives the pass, bounded by its own timeouts.
+func (p *Pool[T]) Answer(ctx context.Context, key types.NamespacedName, fresh time.Duration, now time.Time, ask func(context.Context) (T, error)) (Answer[T], bool) {
 	p.start.Do(func() {
 		for range p.workers {
 			go p.work()
@@ -87,7 +92,7 @@ func (p *Pool[T]) Answer(key types.NamespacedName, fresh time.Duration, now time
 		p.entries[key] = e
 	}
 	if ask != nil {
-		e.ask = ask
+		e.ask, e.ctx = ask, context.WithoutCancel(ctx)
 	}
 	if e.usable() && now.Sub(e.answer.At) < fresh {
 		return *e.answer, true
@@ -148,11 +153,11 @@ func (p *Pool[T]) work() {
 			continue // forgotten
 		}
 		e.queued, e.running = false, true
-		ask := e.ask
+		ask, ctx := e.ask, e.ctx
 		p.mu.Unlock()
 
 		at := time.Now()
-		v, err := ask(context.Background())
+		v, err := ask(ctx)
 		p.done(key, e, Answer[T]{Value: v, Err: err, At: at})
 	}
 }

@@ -22,27 +22,27 @@ func TestAnswersComeBackAsEvents(t *testing.T) {
 	answer := func(err error) func(context.Context) (struct{}, error) {
 		return func(context.Context) (struct{}, error) { asked.Add(1); return struct{}{}, err }
 	}
-	_, ok := p.Answer(key, time.Second, time.Now(), answer(nil))
+	_, ok := p.Answer(t.Context(), key, time.Second, time.Now(), answer(nil))
 	assert.False(t, ok, "no answer before the first ask ends")
 	assert.Equal(t, key, nextOf(t, p))
-	a, ok := p.Answer(key, time.Minute, time.Now(), answer(errors.New("never asked")))
+	a, ok := p.Answer(t.Context(), key, time.Minute, time.Now(), answer(errors.New("never asked")))
 	require.True(t, ok)
 	require.NoError(t, a.Err)
 	assert.Equal(t, int32(1), asked.Load(), "a fresh answer is not asked again")
 
 	// Stale: the held answer is returned, a new ask goes out, and its
 	// failure is an event.
-	a, ok = p.Answer(key, time.Minute, time.Now().Add(2*time.Minute), answer(errors.New("refused")))
+	a, ok = p.Answer(t.Context(), key, time.Minute, time.Now().Add(2*time.Minute), answer(errors.New("refused")))
 	require.True(t, ok)
 	require.NoError(t, a.Err, "the held answer until the new one is in")
 	assert.Equal(t, key, nextOf(t, p))
-	a, _ = p.Answer(key, time.Minute, time.Now(), nil)
+	a, _ = p.Answer(t.Context(), key, time.Minute, time.Now(), nil)
 	assert.EqualError(t, a.Err, "refused")
 
 	// The same failure again is no event.
-	p.Answer(key, time.Minute, time.Now().Add(2*time.Minute), answer(errors.New("refused")))
+	p.Answer(t.Context(), key, time.Minute, time.Now().Add(2*time.Minute), answer(errors.New("refused")))
 	require.Eventually(t, func() bool {
-		a, _ := p.Answer(key, time.Minute, time.Now(), nil)
+		a, _ := p.Answer(t.Context(), key, time.Minute, time.Now(), nil)
 		return time.Since(a.At) < time.Second && asked.Load() == 3
 	}, 10*time.Second, 10*time.Millisecond)
 	select {
@@ -60,10 +60,10 @@ func TestHangingAsksHoldOnlyThePool(t *testing.T) {
 	release := make(chan struct{})
 	hang := func(context.Context) (struct{}, error) { <-release; return struct{}{}, errors.New("timed out") }
 	for _, name := range []string{"hangs-1", "hangs-2"} {
-		p.Answer(types.NamespacedName{Name: name}, time.Second, time.Now(), hang)
+		p.Answer(t.Context(), types.NamespacedName{Name: name}, time.Second, time.Now(), hang)
 	}
 	healthy := types.NamespacedName{Name: "healthy"}
-	_, ok := p.Answer(healthy, time.Second, time.Now(), answers)
+	_, ok := p.Answer(t.Context(), healthy, time.Second, time.Now(), answers)
 	assert.False(t, ok, "returned while both goroutines hang")
 	close(release)
 	seen := map[string]bool{}
@@ -71,7 +71,7 @@ func TestHangingAsksHoldOnlyThePool(t *testing.T) {
 		seen[nextOf(t, p).Name] = true
 	}
 	assert.Equal(t, map[string]bool{"hangs-1": true, "hangs-2": true, "healthy": true}, seen)
-	a, ok := p.Answer(healthy, time.Minute, time.Now(), nil)
+	a, ok := p.Answer(t.Context(), healthy, time.Minute, time.Now(), nil)
 	require.True(t, ok)
 	assert.NoError(t, a.Err)
 }
@@ -81,10 +81,10 @@ func TestHangingAsksHoldOnlyThePool(t *testing.T) {
 func TestForget(t *testing.T) {
 	p := NewPool(1, Answered[struct{}])
 	key := types.NamespacedName{Name: "gone"}
-	p.Answer(key, time.Second, time.Now(), answers)
+	p.Answer(t.Context(), key, time.Second, time.Now(), answers)
 	nextOf(t, p)
 	p.Forget(key)
-	_, ok := p.Answer(key, time.Second, time.Now(), answers)
+	_, ok := p.Answer(t.Context(), key, time.Second, time.Now(), answers)
 	assert.False(t, ok)
 	assert.Equal(t, key, nextOf(t, p), "the first answer after forgetting is an event again")
 }
@@ -106,20 +106,20 @@ func TestOutdatedAnswersAreAskedAgain(t *testing.T) {
 		}
 		return 1, nil
 	}
-	p.Answer(key, time.Minute, time.Now(), ask)
+	p.Answer(t.Context(), key, time.Minute, time.Now(), ask)
 	require.Equal(t, key, nextOf(t, p))
-	_, ok := p.Answer(key, time.Minute, time.Now(), ask)
+	_, ok := p.Answer(t.Context(), key, time.Minute, time.Now(), ask)
 	require.True(t, ok)
 
-	p.Answer(key, 0, time.Now(), ask) // the second ask, which hangs
+	p.Answer(t.Context(), key, 0, time.Now(), ask) // the second ask, which hangs
 	require.Eventually(t, func() bool { return asked.Load() == 2 }, 10*time.Second, 10*time.Millisecond)
 	p.Outdate(key, time.Now())
-	_, ok = p.Answer(key, time.Minute, time.Now(), ask)
+	_, ok = p.Answer(t.Context(), key, time.Minute, time.Now(), ask)
 	assert.False(t, ok, "an answer asked before the change")
 	close(release)
 	assert.Equal(t, key, nextOf(t, p), "the answer asked after the change, though the same, is news")
 	assert.Equal(t, int32(3), asked.Load(), "the ask under way at the change is asked again")
-	a, ok := p.Answer(key, time.Minute, time.Now(), ask)
+	a, ok := p.Answer(t.Context(), key, time.Minute, time.Now(), ask)
 	require.True(t, ok)
 	assert.Equal(t, 1, a.Value)
 }
@@ -132,12 +132,35 @@ func TestSameDecidesNews(t *testing.T) {
 	value := func(v int) func(context.Context) (int, error) {
 		return func(context.Context) (int, error) { return v, nil }
 	}
-	p.Answer(key, 0, time.Now(), value(1))
+	p.Answer(t.Context(), key, 0, time.Now(), value(1))
 	require.Equal(t, key, nextOf(t, p))
-	p.Answer(key, 0, time.Now(), value(2))
+	p.Answer(t.Context(), key, 0, time.Now(), value(2))
 	require.Equal(t, key, nextOf(t, p))
-	a, _ := p.Answer(key, time.Minute, time.Now(), nil)
+	a, _ := p.Answer(t.Context(), key, time.Minute, time.Now(), nil)
 	assert.Equal(t, 2, a.Value)
+}
+
+// An ask runs with the values of the context it was given with (the span
+// of the pass that asked, so a trace shows the ask below it) but outlives
+// that context: a pass ends long before its ask does.
+func TestAsksKeepTheAskersValuesNotItsEnd(t *testing.T) {
+	type askerKey struct{}
+	p := NewPool(1, Answered[string])
+	key := types.NamespacedName{Name: "traced"}
+	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), askerKey{}, "the pass"))
+	release := make(chan struct{})
+	p.Answer(ctx, key, time.Minute, time.Now(), func(ctx context.Context) (string, error) {
+		<-release
+		asker, _ := ctx.Value(askerKey{}).(string)
+		return asker, ctx.Err()
+	})
+	cancel() // the pass ends while its ask waits
+	close(release)
+	require.Equal(t, key, nextOf(t, p))
+	a, ok := p.Answer(t.Context(), key, time.Minute, time.Now(), nil)
+	require.True(t, ok)
+	require.NoError(t, a.Err, "the ask was not cancelled with the pass")
+	assert.Equal(t, "the pass", a.Value)
 }
 
 func nextOf[T any](t *testing.T, p *Pool[T]) types.NamespacedName {

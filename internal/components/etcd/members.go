@@ -134,7 +134,7 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 	if err == nil && len(t.Endpoints) > 0 {
 		key := types.NamespacedName{Namespace: in.Namespace(), Name: in.ControlPlane.Name}
 		answers.Outdate(key, c.changedAt(cluster))
-		a, ok := answers.Answer(key, answerFresh, time.Now(), func(ctx context.Context) (Seen, error) {
+		a, ok := answers.Answer(ctx, key, answerFresh, time.Now(), func(ctx context.Context) (Seen, error) {
 			o, err := c.Observe(ctx, t)
 			return Seen{Observation: o, Pods: t.Names}, err
 		})
