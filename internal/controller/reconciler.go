@@ -285,10 +285,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("%s: %s", b.Reason, b.Message)
 	}
 	if !s.answered() {
-		if s.probed || s.blocked.Poll {
+		if s.probed || s.blocked != nil && s.blocked.Poll {
 			return ctrl.Result{RequeueAfter: retryAfter(s, time.Now())}, nil
 		}
-		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
+		// The objects the blocked phase waits for bring us back, or, when
+		// every phase is done and the first answer since the controller
+		// started is awaited, that answer's event (see package probes).
+		return ctrl.Result{}, nil
 	}
 	// The workload cluster's components come once the API server answers;
 	// their failures are theirs and leave the control plane Available.

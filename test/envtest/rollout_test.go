@@ -75,6 +75,9 @@ func withControllerBinary(t *testing.T, bin string, settings ...string) {
 	controller = restarted
 	t.Cleanup(func() {
 		stopController(t)
+		// A pass that panics still writes its status (a deferred patch)
+		// but skips what follows it, such as the events it tells.
+		assert.NotContains(t, restarted.Output(), "Observed a panic", "the controller %s panicked", bin)
 		var err error
 		controller, err = env.StartController(binDir)
 		require.NoError(t, err, "start the controller of this build again")
