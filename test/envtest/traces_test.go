@@ -43,19 +43,20 @@ func TestTraces(t *testing.T) {
 	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
 	waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
 
+	cp := client.ObjectKeyFromObject(hcp)
 	var tr traces
 	var creation, workload, checked, probed Span
 	waitFor(t, "a pass that created objects, one that kept the workload cluster and ones that asked etcd and the API server", func() error {
 		tr = newTraces(receiver.Spans(), "hosted-control-plane-controller")
 		var ok bool
-		if creation, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if creation, ok = tr.firstPass(cp, func(pass Span) bool {
 			return slices.ContainsFunc(tr.children(pass, "phase "+v1alpha1.CertificatesReadyCondition), func(p Span) bool {
 				return len(tr.children(p, "HTTP PATCH")) > 0
 			})
 		}); !ok {
 			return fmt.Errorf("no pass applied the certificates among %d spans", len(tr.spans))
 		}
-		if workload, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if workload, ok = tr.firstPass(cp, func(pass Span) bool {
 			for _, sync := range tr.children(pass, "workload sync") {
 				for _, p := range tr.children(sync, "phase "+v1alpha1.CoreDNSReadyCondition) {
 					if len(tr.children(p, "workload APPLY")) > 0 {
@@ -70,7 +71,7 @@ func TestTraces(t *testing.T) {
 		// A pass asks etcd and the API server only when the answer it
 		// reads is older than a second; the asks run outside the workers,
 		// below the step of the pass that asked.
-		if checked, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if checked, ok = tr.firstPass(cp, func(pass Span) bool {
 			for _, o := range tr.children(pass, "observe") {
 				for _, c := range tr.children(o, "etcd health check") {
 					if len(tr.children(c, "etcdserverpb.Maintenance/Status")) > 0 {
@@ -82,7 +83,7 @@ func TestTraces(t *testing.T) {
 		}); !ok {
 			return fmt.Errorf("no pass asked etcd among %d spans", len(tr.spans))
 		}
-		if probed, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if probed, ok = tr.firstPass(cp, func(pass Span) bool {
 			for _, p := range tr.children(pass, "probe") {
 				if len(tr.children(p, "HTTP GET")) > 0 {
 					return true
@@ -191,10 +192,10 @@ func (tr traces) children(s Span, prefix string) []Span {
 	return out
 }
 
-// firstPass is the first pass over the control plane ns/name for which ok.
-func (tr traces) firstPass(ns, name string, ok func(Span) bool) (Span, bool) {
+// firstPass is the first pass over the control plane cp for which ok.
+func (tr traces) firstPass(cp client.ObjectKey, ok func(Span) bool) (Span, bool) {
 	for _, s := range tr.spans {
-		if s.Name == "reconcile" && s.Attributes["k8s.namespace.name"] == ns && s.Attributes["hostedcp.control_plane"] == name && ok(s) {
+		if s.Name == "reconcile" && s.Attributes["k8s.namespace.name"] == cp.Namespace && s.Attributes["hostedcp.control_plane"] == cp.Name && ok(s) {
 			return s, true
 		}
 	}
