@@ -134,6 +134,7 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 	if err == nil && len(t.Endpoints) > 0 {
 		key := types.NamespacedName{Namespace: in.Namespace(), Name: in.ControlPlane.Name}
 		answers.Outdate(key, c.changedAt(cluster))
+		answers.Outdate(key, podsSince(etcdPods, time.Now()))
 		a, ok := answers.Answer(ctx, key, answerFresh, time.Now(), func(ctx context.Context) (Seen, error) {
 			o, err := c.Observe(ctx, t)
 			return Seen{Observation: o, Pods: t.Names}, err
@@ -154,6 +155,25 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 		}
 	}
 	return recorded(cm), false, nil
+}
+
+// podsSince is when the newest of etcd's pods was created, its timestamp's
+// second added (it is truncated to one), and never later than now: an
+// answer asked before then was given for a pod that is gone, and its health
+// is not the new pod's, which may run a new spec or on a new volume (see
+// recordHealthy, which records what a member ran healthy on). A pass
+// decides on an answer asked since.
+func podsSince(etcdPods []corev1.Pod, now time.Time) time.Time {
+	var newest time.Time
+	for _, p := range etcdPods {
+		if created := p.CreationTimestamp.Add(time.Second); created.After(newest) {
+			newest = created
+		}
+	}
+	if newest.After(now) {
+		return now
+	}
+	return newest
 }
 
 // answerFresh is how old an answer of etcd a pass decides on may be before

@@ -3,8 +3,11 @@ package etcd
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/probes"
 )
@@ -34,4 +37,20 @@ func TestNewsIsWhatAPassDecidesOn(t *testing.T) {
 	withAlarm := seen(1, 100, false)
 	withAlarm.Value.Alarms = []Alarm{{MemberID: 1, Type: "NOSPACE"}}
 	assert.False(t, sameGist(seen(1, 100, false), withAlarm), "an alarm")
+}
+
+// An answer asked before the newest etcd pod was created is not decided
+// on: it was given for the pod that pod replaced (on another spec or
+// volume). The creation timestamp is truncated to the second, so a second
+// is added; and a clock behind the API server's never outdates answers
+// asked after the pass.
+func TestPodsSince(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	pod := func(created time.Time) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+	}
+	assert.Equal(t, now.Add(-9*time.Second), podsSince([]corev1.Pod{pod(now.Add(-time.Hour)), pod(now.Add(-10 * time.Second))}, now))
+	assert.Equal(t, now, podsSince([]corev1.Pod{pod(now.Add(-500 * time.Millisecond).Truncate(time.Second))}, now), "created in the second before now")
+	assert.Equal(t, now, podsSince([]corev1.Pod{pod(now.Add(time.Minute))}, now), "the API server's clock ahead")
+	assert.True(t, podsSince(nil, now).IsZero())
 }
