@@ -148,8 +148,11 @@ func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Inp
 		if a.Value.MembersErr == nil && len(a.Value.Members) > 0 {
 			m = MembershipOf(a.Value.Observation, a.Value.Pods, peerNames(in))
 			withPods(m, etcdPods)
+			if err := withClaims(ctx, r, in.Namespace(), m); err != nil {
+				return nil, false, err
+			}
 			if cm != nil {
-				m.HealthyRevisions, m.Replacements = records(cm)
+				records(m, cm)
 			}
 			return m, false, nil
 		}
@@ -275,6 +278,23 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	report := Evaluate(own, 1)
 	m.Problems, m.OnlyFull = report.Problems, report.OnlyFull
 	return m
+}
+
+// withClaims records the claim of each member's data volume, which tells a
+// volume that was replaced (see Lost).
+func withClaims(ctx context.Context, r client.Reader, namespace string, m *render.EtcdMembership) error {
+	for i := range m.Members {
+		claim := &corev1.PersistentVolumeClaim{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claimName + "-" + m.Members[i].Name}, claim)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read the claim of member %s: %w", m.Members[i].Name, err)
+		case claim.DeletionTimestamp.IsZero():
+			m.Members[i].Pod.Claim = string(claim.UID)
+		}
+	}
+	return nil
 }
 
 // withPods records what each member's pod shows, and when it turned not
