@@ -11,7 +11,6 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -209,24 +208,7 @@ func (r *Reconciler) replaceAuthority(ctx context.Context, s *scope, k authority
 // too.
 func (r *Reconciler) removeNextAuthority(ctx context.Context, s *scope, a render.Authority, live bool) (bool, error) {
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}
-	gone := true
-	for _, obj := range []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{}} {
-		err := r.client.Get(ctx, key, obj)
-		if apierrors.IsNotFound(err) && live {
-			err = r.apiReader.Get(ctx, key, obj)
-		}
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", key.Name, err)
-		}
-		gone = false
-		if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("delete %T %s: %w", obj, key.Name, err)
-		}
-	}
-	return gone, nil
+	return r.removeNamed(ctx, key, live, &cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{})
 }
 
 // authoritySecret is what the Secret of a certificate authority holds, as

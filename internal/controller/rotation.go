@@ -320,8 +320,16 @@ func (r *Reconciler) replaceServiceAccountKey(ctx context.Context, s *scope) err
 // control plane costs no request; before one starts, the API server too.
 func (r *Reconciler) removeNextServiceAccountKey(ctx context.Context, s *scope, live bool) (bool, error) {
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: s.in.SANextSecret()}
+	return r.removeNamed(ctx, key, live, &cmv1.Certificate{}, &corev1.Secret{})
+}
+
+// removeNamed deletes the objects of key's name, in the order given (a
+// Certificate before its Secret, or cert-manager issues it again), and
+// tells whether all were gone already. The cache is asked first; when live,
+// an object it does not hold is asked of the API server too.
+func (r *Reconciler) removeNamed(ctx context.Context, key client.ObjectKey, live bool, objs ...client.Object) (bool, error) {
 	gone := true
-	for _, obj := range []client.Object{&cmv1.Certificate{}, &corev1.Secret{}} {
+	for _, obj := range objs {
 		err := r.client.Get(ctx, key, obj)
 		if apierrors.IsNotFound(err) && live {
 			err = r.apiReader.Get(ctx, key, obj)
