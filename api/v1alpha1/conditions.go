@@ -103,7 +103,9 @@ const (
 	EtcdUnavailableReason      = "EtcdUnavailable"
 	SnapshotFailedReason       = "SnapshotFailed"
 	FinalSnapshotSkippedReason = "FinalSnapshotSkipped"
-	BackupPendingReason        = "BackupPending"
+	// BackupPendingReason (BackupReady Unknown): no snapshot has been taken
+	// yet; the message says when the first is due.
+	BackupPendingReason = "BackupPending"
 	// RefNotPermittedReason: the backup Secret, or the snapshots to
 	// restore, are in another namespace and no ReferenceGrant there allows
 	// this control plane's namespace to use them (or the ReferenceGrant CRD

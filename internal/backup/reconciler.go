@@ -198,8 +198,11 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 	result := ctrl.Result{RequeueAfter: r.opts.RetryInterval}
 	switch {
 	case now.Before(due) && !asked:
+		// Whether snapshots can be stored is not known before the first:
+		// Unknown, not False, so that a new control plane shows nothing
+		// failing (kubectl get hcp, status.failing).
 		if conditions.Get(hcp, v1alpha1.BackupReadyCondition) == nil {
-			setCondition(hcp, metav1.ConditionFalse, v1alpha1.BackupPendingReason, "the first snapshot is due at "+due.UTC().Format(time.RFC3339))
+			setCondition(hcp, metav1.ConditionUnknown, v1alpha1.BackupPendingReason, "no snapshot yet: the first is due at "+due.UTC().Format(time.RFC3339))
 		}
 		result.RequeueAfter = due.Sub(now)
 	case r.snapshot(ctx, hcp, cluster, r.opts.SnapshotTimeout) == nil:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -283,6 +284,11 @@ func TestFinalSnapshotNeverBlocksDeletion(t *testing.T) {
 			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(hcp), hcp))
 			if !slices.Contains(hcp.Finalizers, backup.Finalizer) {
 				return fmt.Errorf("finalizers of %s: %v", hcp.Name, hcp.Finalizers)
+			}
+			// Before its first snapshot a control plane shows nothing failing.
+			if c := conditions.Get(hcp, v1alpha1.BackupReadyCondition); c == nil || c.Status != metav1.ConditionUnknown ||
+				c.Reason != v1alpha1.BackupPendingReason || !strings.HasPrefix(c.Message, "no snapshot yet: the first is due at "+strconv.Itoa(time.Now().Year()+1)+"-01-01T00:") {
+				return fmt.Errorf("BackupReady of %s: %+v", hcp.Name, c)
 			}
 			return nil
 		})
