@@ -36,7 +36,9 @@ import (
 )
 
 // hostedCluster is a Cluster whose controlPlaneRef is a HostedControlPlane
-// of apiServers API servers and etcdMembers etcd members, as users write it.
+// of apiServers API servers and etcdMembers etcd members, as users write it,
+// on the local cluster's infrastructure (a LocalCluster), so that the
+// Cluster becomes Available as on a cloud (local.WaitAvailable waits for it).
 //
 //nolint:unparam // the upgrade tests start from PreviousKubeVersion
 func hostedCluster(name, version string, apiServers, etcdMembers int) string {
@@ -52,6 +54,14 @@ spec:
     apiGroup: controlplane.cluster.x-k8s.io
     kind: HostedControlPlane
     name: %[1]s
+  infrastructureRef:
+    apiGroup: infrastructure.e2e.hostedcp.io
+    kind: LocalCluster
+    name: %[1]s
+---
+apiVersion: infrastructure.e2e.hostedcp.io/v1alpha1
+kind: LocalCluster
+metadata: {name: %[1]s}
 ---
 apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
 kind: HostedControlPlane

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,7 +58,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	samples = append([]string{filepath.Join(env.Root, "test", "envtest", "devenv", "gateway.yaml")}, samples...)
+	// The quickstart's Cluster names a LocalCluster, the local management
+	// cluster's infrastructure kind.
+	samples = append([]string{
+		filepath.Join(env.Root, "test", "envtest", "devenv", "gateway.yaml"),
+		filepath.Join(env.Root, "tools", "localcluster", "provider", "manifests", "infrastructure.yaml"),
+	}, samples...)
 	for _, sample := range samples {
 		if err := apply(env, sample); err != nil {
 			return fmt.Errorf("apply %s: %w", sample, err)
@@ -96,7 +103,13 @@ func apply(env *envtest.Env, path string) error {
 		if err != nil {
 			return err
 		}
-		if err := env.Client.Create(context.Background(), obj); err != nil {
+		// A kind whose CRD was just created is served once it is established.
+		var created error
+		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			created = env.Client.Create(ctx, obj)
+			return !meta.IsNoMatchError(created), nil
+		})
+		if err := created; err != nil {
 			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}

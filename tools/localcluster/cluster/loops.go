@@ -8,13 +8,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // runLoops does what a cloud provider does for the cluster until ctx ends:
 // LoadBalancer Services get an address, claims of the default StorageClass
 // get a volume of their size, grown when they ask for more, and released
-// volumes are removed (see provisionVolumes).
+// volumes are removed (see provisionVolumes), and infrastructure clusters
+// are provisioned (see provisionInfrastructure).
 func (c *Cluster) runLoops(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := c.allocateAddresses(ctx); err != nil && ctx.Err() == nil {
@@ -22,6 +28,9 @@ func (c *Cluster) runLoops(ctx context.Context) {
 		}
 		if err := c.provisionVolumes(ctx); err != nil && ctx.Err() == nil {
 			c.logf("volumes: %v", err)
+		}
+		if err := c.provisionInfrastructure(ctx); err != nil && ctx.Err() == nil {
+			c.logf("infrastructure clusters: %v", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -90,6 +99,39 @@ func (c *Cluster) allocateAddresses(ctx context.Context) error {
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 		if err := c.Client.Status().Update(ctx, svc); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LocalClusterKind is the infrastructure cluster of a hosted cluster in
+// this cluster (provider/manifests/infrastructure.yaml): a Cluster whose
+// infrastructureRef names one has its infrastructure provisioned at once,
+// the local cluster being the infrastructure, so that Cluster API reports
+// InfrastructureReady and Available as on a cloud.
+var LocalClusterKind = schema.GroupVersionKind{Group: "infrastructure.e2e.hostedcp.io", Version: "v1alpha1", Kind: "LocalCluster"}
+
+// provisionInfrastructure marks every LocalCluster provisioned, as Cluster
+// API's contract for infrastructure clusters has it
+// (status.initialization.provisioned); nothing before the CRD is installed.
+func (c *Cluster) provisionInfrastructure(ctx context.Context) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(LocalClusterKind.GroupVersion().WithKind(LocalClusterKind.Kind + "List"))
+	if err := c.Client.List(ctx, list); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		lc := &list.Items[i]
+		if done, _, _ := unstructured.NestedBool(lc.Object, "status", "initialization", "provisioned"); done {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"initialization":{"provisioned":true}}}`))
+		if err := c.Client.Status().Patch(ctx, lc, patch); err != nil {
+			errs = append(errs, fmt.Errorf("LocalCluster %s/%s: %w", lc.GetNamespace(), lc.GetName(), err))
 		}
 	}
 	return errors.Join(errs...)

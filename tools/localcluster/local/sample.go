@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -47,18 +48,27 @@ func CreateSample(ctx context.Context, c client.Client, file, dir string) (strin
 	return path, os.WriteFile(path, kubeconfig, 0o600)
 }
 
-// WaitAvailable waits until the HostedControlPlane key is Available, and
-// reports its conditions when it is not in time.
+// WaitAvailable waits until the HostedControlPlane key is Available and,
+// when its Cluster names an infrastructure cluster (LocalCluster here), the
+// Cluster is Available too, as Cluster API and clusterctl describe report
+// it; it reports the conditions of the one that is not in time.
 func WaitAvailable(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) error {
 	return cluster.Poll(ctx, timeout, 2*time.Second, func(ctx context.Context) error {
 		hcp := &v1alpha1.HostedControlPlane{}
 		if err := c.Get(ctx, key, hcp); err != nil {
 			return err
 		}
-		if apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition) {
-			return nil
+		if !apimeta.IsStatusConditionTrue(hcp.Status.Conditions, v1alpha1.AvailableCondition) {
+			return fmt.Errorf("HostedControlPlane %s is not Available:%s", key, FormatConditions(hcp.Status.Conditions))
 		}
-		return fmt.Errorf("HostedControlPlane %s is not Available:%s", key, FormatConditions(hcp.Status.Conditions))
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: hcp.Labels[clusterv1.ClusterNameLabel]}, cl); err != nil {
+			return err
+		}
+		if cl.Spec.InfrastructureRef.IsDefined() && !apimeta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.AvailableCondition) {
+			return fmt.Errorf("the Cluster %s/%s is not Available:%s", cl.Namespace, cl.Name, FormatConditions(cl.Status.Conditions))
+		}
+		return nil
 	}, nil)
 }
 

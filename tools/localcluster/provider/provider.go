@@ -47,6 +47,9 @@ var certManagerManifest string
 //go:embed manifests/gateway.yaml
 var gatewayManifest string
 
+//go:embed manifests/infrastructure.yaml
+var infrastructureManifest []byte
+
 // The Gateway hosted control planes are served through, as the samples and
 // users' manifests name it.
 const (
@@ -193,7 +196,9 @@ func installClusterAPI(ctx context.Context, c client.Client, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := cluster.Apply(ctx, c, manifests, ""); err != nil {
+	// With the local cluster's infrastructure clusters (LocalCluster), as a
+	// cloud's infrastructure provider is installed beside Cluster API.
+	if err := cluster.Apply(ctx, c, append(manifests, append([]byte("\n---\n"), infrastructureManifest...)...), ""); err != nil {
 		return err
 	}
 	if err := WaitAvailable(ctx, c, "capi-system", "capi-controller-manager"); err != nil {
