@@ -3,10 +3,11 @@
 // kube-scheduler as processes, one node made of a real kubelet with
 // containerd and runc, a bridge network for pods, kube-proxy, kube-router's
 // network policy controller (which enforces NetworkPolicies) and CoreDNS as
-// pods, a LoadBalancer address allocator and a volume provisioner (each
+// pods, a LoadBalancer address allocator, a volume provisioner (each
 // volume a sparse file, formatted XFS and loop-mounted on the host path the
 // PersistentVolume names, of the size its claim asks for and grown online
-// when the claim asks for more).
+// when the claim asks for more) and, as an infrastructure provider would,
+// the provisioning of each LocalCluster (LocalClusterKind).
 //
 // Beside it, StartWorker runs worker nodes that join hosted (workload)
 // clusters with `kubeadm join` and a bootstrap token, each a kubelet and a
