@@ -14,11 +14,11 @@ func TestRequests(t *testing.T) {
 	keys, unknown := Requests("service-account-key, encryption-key,service-account-key")
 	assert.Equal(t, []string{"service-account-key", "encryption-key"}, keys)
 	assert.Empty(t, unknown)
-	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,front-proxy-ca,")
-	assert.Equal(t, []string{"service-account-key", "etcd-ca", "front-proxy-ca"}, keys)
-	assert.Equal(t, []string{"cluster-ca", ""}, unknown)
+	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,kubelet-ca,")
+	assert.Equal(t, []string{"service-account-key", "cluster-ca", "etcd-ca"}, keys)
+	assert.Equal(t, []string{"kubelet-ca", ""}, unknown)
 	keys, unknown = Requests("etcd-ca, emergency")
-	assert.Equal(t, []string{"etcd-ca", "service-account-key", "encryption-key", "front-proxy-ca"}, keys, "emergency names every key")
+	assert.Equal(t, []string{"etcd-ca", "service-account-key", "encryption-key", "front-proxy-ca"}, keys, "emergency names every key but the cluster CA")
 	assert.Empty(t, unknown)
 }
 
