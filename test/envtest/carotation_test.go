@@ -589,13 +589,17 @@ func startLoad(t *testing.T, ns, cluster string, ports []int) *load {
 	// It trusts the cluster CA of the kubeconfig as it was at the start,
 	// and presents the client certificate the kubeconfig holds when it
 	// connects, as a user who took the CA once and follows the credentials.
-	tlsConfig := &tls.Config{RootCAs: kubeconfigRoots(t, kubeconfig), MinVersion: tls.VersionTLS12,
+	tlsConfig := &tls.Config{
+		RootCAs: kubeconfigRoots(t, kubeconfig), MinVersion: tls.VersionTLS12,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return latestAdmin(ns, cluster)
-		}}
+		},
+	}
 	for _, port := range ports {
-		cfg := &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", port), QPS: 100, Burst: 100,
-			Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true}}
+		cfg := &rest.Config{
+			Host: fmt.Sprintf("https://127.0.0.1:%d", port), QPS: 100, Burst: 100,
+			Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true},
+		}
 		l.clients[port] = kubernetes.NewForConfigOrDie(cfg)
 		l.gates[port], l.serving[port] = &sync.RWMutex{}, true
 	}
