@@ -171,6 +171,13 @@ const EtcdCAReadyCondition = "EtcdCAReady"
 // Available.
 const FrontProxyCAReadyCondition = "FrontProxyCAReady"
 
+// ClusterCAReadyCondition: the API servers trust the cluster CA alone for
+// client certificates, every kubeconfig and cluster-info carry it alone,
+// and no rotation of it is under way. While one is, its phase
+// (TrustingNewCA, IssuingFromNewCA, WaitingForKubelets, DroppingOldCA) is
+// the reason. It never affects Available.
+const ClusterCAReadyCondition = "ClusterCAReady"
+
 // RotationRequestInvalidReason is the reason of the Warning event when the
 // rotate annotation names something that cannot be rotated.
 const RotationRequestInvalidReason = "RotationRequestInvalid"

@@ -73,8 +73,10 @@ const (
 	// side by side, every phase moving on as soon as what it waits for is
 	// observed.
 	RotateEmergency = "emergency"
-	// RotateClusterCA, the cluster CA, cannot be rotated yet: admission
-	// refuses it.
+	// RotateClusterCA is the cluster CA, which emergency does not name: a
+	// rotation of it also rotates the etcd and front proxy CAs while they
+	// are still intermediates it signed, and drops the old cluster CA only
+	// once none is.
 	RotateClusterCA = "cluster-ca"
 )
 
@@ -374,6 +376,16 @@ type CertificateAuthoritiesStatus struct {
 	// present to extension API servers.
 	// +optional
 	FrontProxy CertificateAuthorityStatus `json:"frontProxy,omitempty,omitzero"`
+
+	// cluster is the cluster CA (the Secret <cluster>-ca): the API servers
+	// trust it alone for client certificates, kubeconfigs and
+	// kube-public/cluster-info carry it alone. Once rotated, the API
+	// server's serving certificate and the certificates presented to
+	// kubelets are issued by the Secret <cluster>-ca-cross: the same key,
+	// cross-signed by the CA before, so that joined workers, which trust
+	// only the CA they joined with, keep verifying them.
+	// +optional
+	Cluster CertificateAuthorityStatus `json:"cluster,omitempty,omitzero"`
 }
 
 // CertificateAuthorityStatus reports a certificate authority and a
@@ -415,7 +427,7 @@ type KeyRotation struct {
 }
 
 // RotationPhase is a phase of a key rotation.
-// +kubebuilder:validation:Enum=TrustingNewKey;SigningWithNewKey;WaitingForOldTokens;DroppingOldKey;DecryptingWithNewKey;EncryptingWithNewKey;TrustingNewCA;IssuingFromNewCA;DroppingOldCA
+// +kubebuilder:validation:Enum=TrustingNewKey;SigningWithNewKey;WaitingForOldTokens;DroppingOldKey;DecryptingWithNewKey;EncryptingWithNewKey;TrustingNewCA;IssuingFromNewCA;WaitingForKubelets;DroppingOldCA
 type RotationPhase string
 
 // The phases of a rotation of the service account key, in order.
@@ -456,6 +468,11 @@ const (
 	// IssuingFromNewCA: everything trusts both; every certificate of the CA
 	// is issued again by the new one, and the pods that present them roll.
 	IssuingFromNewCA RotationPhase = "IssuingFromNewCA"
+	// WaitingForKubelets (the cluster CA's alone): every certificate of the
+	// control plane is issued by the new CA and the controller manager
+	// signs the kubelets' client certificates with it; the API servers
+	// still trust the old one until every kubelet renewed its own.
+	WaitingForKubelets RotationPhase = "WaitingForKubelets"
 	// DroppingOldCA: nothing presents a certificate of the old CA any more;
 	// the new CA replaces it in its Secret, and everything rolls to trust
 	// it alone.

@@ -83,8 +83,8 @@ const kubeletClientUser = "kube-apiserver-kubelet-client"
 // certificates towards kubelets, etcd and extension API servers.
 func (APIServer) Certificates(in render.Input) []*cmv1.Certificate {
 	return []*cmv1.Certificate{
-		in.ServerCertificate(apiServerCertSecret(in), in.CASecret(), "kube-apiserver", apiServerSANs(in)),
-		in.ClientCertificate(kubeletClientSecret(in), in.CASecret(), kubeletClientUser, "kubeadm:cluster-admins"),
+		in.ServerCertificate(apiServerCertSecret(in), in.ClusterAuthority().ServingIssuer(), "kube-apiserver", apiServerSANs(in)),
+		in.ClientCertificate(kubeletClientSecret(in), in.ClusterAuthority().ServingIssuer(), kubeletClientUser, "kubeadm:cluster-admins"),
 		in.ClientCertificate(apiServerEtcdSecret(in), in.EtcdCA().Issuer(), "kube-apiserver-etcd-client"),
 		in.ClientCertificate(frontProxyClientSecret(in), in.FrontProxyCA().Issuer(), "front-proxy-client"),
 	}

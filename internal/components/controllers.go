@@ -2,6 +2,8 @@ package components
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,7 +42,7 @@ func controllerManagerCertSecret(in render.Input) string { return in.Name("contr
 
 // Certificates are its client certificate.
 func (ControllerManager) Certificates(in render.Input) []*cmv1.Certificate {
-	return []*cmv1.Certificate{in.ClientCertificate(controllerManagerCertSecret(in), in.CASecret(), "system:kube-controller-manager")}
+	return []*cmv1.Certificate{in.ClientCertificate(controllerManagerCertSecret(in), in.ClusterAuthority().Issuer(), "system:kube-controller-manager")}
 }
 
 // Render renders its Deployment and network policy.
@@ -65,7 +67,9 @@ func (ControllerManager) Render(in render.Input) ([]client.Object, error) {
 	}
 	d := controllerDeployment(in, contract.ControllerManagerComponent, ControllerManagerName(in), spec, defaults,
 		controllerManagerPort, kubeconfigName(in, controllerManagerUser), controllerManagerCertSecret(in),
-		render.SecretVolume{Name: "ca", Secret: in.CASecret(), Path: pkiDir + "/ca"}, key)
+		// It signs the kubelets' client certificates with the CA that issues
+		// the control plane's, the new one from a rotation's IssuingFromNewCA.
+		render.SecretVolume{Name: "ca", Secret: in.ClusterAuthority().Issuer(), Path: pkiDir + "/ca"}, key)
 	return append(controllerNetworkPolicies(in, contract.ControllerManagerComponent), d), nil
 }
 
@@ -93,7 +97,7 @@ func schedulerCertSecret(in render.Input) string { return in.Name("scheduler") }
 
 // Certificates are its client certificate.
 func (Scheduler) Certificates(in render.Input) []*cmv1.Certificate {
-	return []*cmv1.Certificate{in.ClientCertificate(schedulerCertSecret(in), in.CASecret(), "system:kube-scheduler")}
+	return []*cmv1.Certificate{in.ClientCertificate(schedulerCertSecret(in), in.ClusterAuthority().Issuer(), "system:kube-scheduler")}
 }
 
 // Render renders its Deployment and network policy.
@@ -159,4 +163,24 @@ func controllerDeployment(in render.Input, component, name string, spec v1alpha1
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
 	return in.Deployment(name, component, in.Stoppable(ptr.Deref(spec.Replicas, 2)), in.Labels(component), pod)
+}
+
+// DefaultKubeletCertificateLifetime is the lifetime of the kubelet client
+// certificates the controller manager signs, unless its
+// --cluster-signing-duration says otherwise: its own default.
+const DefaultKubeletCertificateLifetime = 365 * 24 * time.Hour
+
+// KubeletCertificateLifetime is the longest lifetime of a kubelet client
+// certificate the controller manager signs: its --cluster-signing-duration,
+// as spec.deployment.controllerManager.args sets it, or its default.
+func KubeletCertificateLifetime(in render.Input) time.Duration {
+	for name, value := range in.ControlPlane.Spec.Deployment.ControllerManager.Args {
+		if strings.ReplaceAll(name, "_", "-") != "cluster-signing-duration" {
+			continue
+		}
+		if d, err := time.ParseDuration(value); err == nil && d > 0 {
+			return d
+		}
+	}
+	return DefaultKubeletCertificateLifetime
 }

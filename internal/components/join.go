@@ -115,7 +115,7 @@ func clusterInfo(in render.Input) (client.Object, error) {
 		return nil, fmt.Errorf("no cluster CA certificate for %s yet", bootstrapapi.ConfigMapClusterInfo)
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthorityData: in.ClusterCA}
+	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: apiServerURL(in), CertificateAuthorityData: clusterTrust(in, in.ClusterCA)}
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", bootstrapapi.ConfigMapClusterInfo, err)

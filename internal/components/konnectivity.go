@@ -48,8 +48,8 @@ func (konnectivityServer) Certificates(in render.Input) []*cmv1.Certificate {
 	svc, ns := contract.APIServerServiceName(in.ClusterName()), in.Namespace()
 	sans := []string{konnectivityHost(in), svc, svc + "." + ns, svc + "." + ns + ".svc", "localhost", "127.0.0.1"}
 	return []*cmv1.Certificate{
-		in.ServerCertificate(konnectivityServerSecret(in), in.CASecret(), "konnectivity-server", sans),
-		in.ClientCertificate(konnectivityClientSecret(in), in.CASecret(), "system:konnectivity-server"),
+		in.ServerCertificate(konnectivityServerSecret(in), in.ClusterAuthority().ServingIssuer(), "konnectivity-server", sans),
+		in.ClientCertificate(konnectivityClientSecret(in), in.ClusterAuthority().Issuer(), "system:konnectivity-server"),
 	}
 }
 

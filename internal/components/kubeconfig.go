@@ -141,7 +141,7 @@ func AdminSecret(in render.Input) string { return in.Name("admin") }
 
 // Certificates are the admin client certificate's.
 func (ClusterKubeconfig) Certificates(in render.Input) []*cmv1.Certificate {
-	admin := in.ClientCertificate(AdminSecret(in), in.CASecret(), "kubernetes-admin", "system:masters")
+	admin := in.ClientCertificate(AdminSecret(in), in.ClusterAuthority().Issuer(), "kubernetes-admin", "system:masters")
 	// Short-lived (spec.certificates.kubeconfigCertificateDuration): the
 	// admin kubeconfig leaves the management cluster.
 	admin.Spec.Duration = &metav1.Duration{Duration: in.Lifetimes().Kubeconfig}
@@ -155,7 +155,7 @@ func (ClusterKubeconfig) Render(in render.Input) ([]client.Object, error) {
 	}
 	data, err := encodeKubeconfig(in.ClusterName(), &clientcmdapi.Cluster{
 		Server:                   apiServerURL(in),
-		CertificateAuthorityData: in.Admin.CA,
+		CertificateAuthorityData: clusterTrust(in, in.Admin.CA),
 	}, in.ClusterName()+"-admin", &clientcmdapi.AuthInfo{ClientCertificateData: in.Admin.Cert, ClientKeyData: in.Admin.Key})
 	if err != nil {
 		return nil, err

@@ -58,26 +58,30 @@ func certifiedParts() []certified {
 
 // roots are the certificate authorities, each with the Issuer that signs
 // with it, and the service account key. CA keys survive renewal, so a
-// renewed CA still verifies every certificate it signed. The etcd and front
-// proxy CAs are signed by the cluster CA until their first rotation, and
-// roots of their own after (see render.Authority).
+// renewed CA still verifies every certificate it signed. The cluster CA is
+// a root; the etcd and front proxy CAs are signed by the cluster CA until
+// their first rotation, and roots of their own after (see render.Authority).
+// The cluster CA's Cross, which the controller writes, has an Issuer once
+// a rotation made it.
 func roots(in render.Input) []client.Object {
 	lifetimes := in.Lifetimes()
 	selfSigned := in.Name("selfsigned")
-	objs := []client.Object{
-		in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}),
-		ca(in, in.CASecret(), "kubernetes", selfSigned, lifetimes.RootCA),
-		caIssuer(in, in.CASecret()),
-	}
+	objs := []client.Object{in.Issuer(selfSigned, cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}})}
 	for _, a := range in.Authorities() {
-		issuer := in.CASecret()
+		issuer, lifetime := in.CASecret(), lifetimes.CA
 		if a.SelfSigned() {
 			issuer = selfSigned
 		}
-		objs = append(objs, ca(in, a.Secret, a.CommonName, issuer, lifetimes.CA), caIssuer(in, a.Secret))
+		if a.Root() {
+			lifetime = lifetimes.RootCA
+		}
+		objs = append(objs, ca(in, a.Secret, a.CommonName, issuer, lifetime), caIssuer(in, a.Secret))
 		if a.Rotation() != nil {
 			// The new CA, a root of its own, until it replaces the old one.
-			objs = append(objs, ca(in, a.Next, a.CommonName, selfSigned, lifetimes.CA), caIssuer(in, a.Next))
+			objs = append(objs, ca(in, a.Next, a.CommonName, selfSigned, lifetime), caIssuer(in, a.Next))
+		}
+		if a.ServingIssuer() == a.Cross {
+			objs = append(objs, caIssuer(in, a.Cross))
 		}
 	}
 	objs = append(objs, serviceAccountKey(in, in.SASecret()))

@@ -24,7 +24,7 @@ func (tunnelServer) Certificates(in render.Input) []*cmv1.Certificate {
 	if in.Listener == nil {
 		return nil
 	}
-	return []*cmv1.Certificate{in.ServerCertificate(tunnelCertSecret(in), in.CASecret(), "kas-tunnel", []string{tunnelHost(in)})}
+	return []*cmv1.Certificate{in.ServerCertificate(tunnelCertSecret(in), in.ClusterAuthority().ServingIssuer(), "kas-tunnel", []string{tunnelHost(in)})}
 }
 
 // container is the sidecar, whose certificate it mounts into pod.

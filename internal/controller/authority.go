@@ -58,6 +58,17 @@ var authorityKinds = []authorityKind{
 		trusting: func(s *scope) bool { return s.apiServersRolled },
 		users:    "the API servers",
 	},
+	{
+		key: v1alpha1.RotateClusterCA, condition: v1alpha1.ClusterCAReadyCondition, title: "cluster CA",
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.Cluster
+		},
+		of: render.Input.ClusterAuthority,
+		// The controller manager signs with it, and it and the scheduler
+		// verify the API servers with the ca.crt beside their certificate.
+		trusting: func(s *scope) bool { return s.apiServersRolled && s.done[v1alpha1.ControllersReadyCondition] },
+		users:    "the API servers (for client certificates), the kubeconfigs and kube-public/cluster-info",
+	},
 }
 
 // authorityKindOf is the kind the rotate annotation calls key; false when
@@ -94,7 +105,23 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 		return
 	}
 	rolled := s.done[v1alpha1.CertificatesReadyCondition] && a.Issued(components.CertificatesOf(s.in, a.Issuer())) && k.trusting(s)
-	step := rotation.Authority(current, rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}, time.Now())
+	observed := rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}
+	if a.Root() {
+		wait, err := r.clusterAuthority(ctx, s, a, &observed)
+		if err != nil || wait != "" {
+			if err != nil {
+				r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
+				return
+			}
+			r.record(s.hcp, k.condition, readiness.Waiting(string(current.Phase),
+				"rotation of the %s asked for at %s, in this phase since %s: %s", k.title, stamp(current.StartedAt), stamp(current.Since), wait))
+			return
+		}
+	}
+	step := rotation.Authority(current, observed, time.Now())
+	if step.Wake > 0 {
+		s.wakeWithin(step.Wake)
+	}
 	if step.Replace {
 		if err := r.replaceAuthority(ctx, s, k, a); err != nil {
 			r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
@@ -164,6 +191,16 @@ func (r *Reconciler) startAuthorityRotation(ctx context.Context, s *scope, k aut
 	}
 	k.status(s.hcp).Rotation = rotation.Start(v1alpha1.TrustingNewCA, time.Now())
 	s.wakeWithin(time.Second)
+	if a.Root() {
+		// The CAs the cluster CA still signs become roots of their own
+		// first: the old cluster CA is dropped only once none is signed by
+		// it (see clusterAuthority).
+		for _, other := range authorityKinds {
+			if st := other.status(s.hcp); other.key != k.key && st.Rotation == nil && st.RotatedAt == nil {
+				r.startAuthorityRotation(ctx, s, other)
+			}
+		}
+	}
 	r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, string(v1alpha1.TrustingNewCA), "RotateCA",
 		"rotating the %s: a new CA, a root of its own, is issued into Secret %s, and %s roll to trust it as well as the old one",
 		k.title, a.Next, k.users)

@@ -112,7 +112,7 @@ func TestPhasesAndOwnedConditions(t *testing.T) {
 	// account key and the CAs the control plane rotates.
 	written := append(append([]string{
 		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
-		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition, v1alpha1.ClusterCAReadyCondition,
 	}, conditionsOf(management)...), conditionsOf(workload)...)
 	written = append(written, v1alpha1.EncryptionReadyCondition)
 	assert.ElementsMatch(t, written, ownedConditions())

@@ -49,8 +49,12 @@ func rotationSteps(in render.Input) map[string]string {
 			step += "+replaced"
 		}
 		addStep(steps, contract.APIServerComponent, step)
-		if k.key == v1alpha1.RotateEtcdCA {
+		switch k.key {
+		case v1alpha1.RotateEtcdCA:
 			addStep(steps, contract.EtcdComponent, step)
+		case v1alpha1.RotateClusterCA:
+			addStep(steps, contract.ControllerManagerComponent, step)
+			addStep(steps, contract.SchedulerComponent, step)
 		}
 	}
 	return steps

@@ -25,7 +25,7 @@ import (
 // event.
 func TestRotateRequests(t *testing.T) {
 	hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {
-		h.Annotations = map[string]string{v1alpha1.RotateAnnotation: "service-account-key, cluster-ca,encryption-key"}
+		h.Annotations = map[string]string{v1alpha1.RotateAnnotation: "service-account-key, kubelet-ca,encryption-key"}
 	})
 	kinds := observedKinds()
 	require.NoError(t, cmv1.AddToScheme(kinds))
@@ -59,7 +59,7 @@ func TestRotateRequests(t *testing.T) {
 		told = append(told, <-recorder.Events)
 	}
 	all := strings.Join(told, "\n")
-	assert.Contains(t, all, `Warning RotationRequestInvalid metadata.annotations[controlplane.cluster.x-k8s.io/rotate]: "cluster-ca" cannot be rotated; it must be a comma-separated list of service-account-key, encryption-key`)
+	assert.Contains(t, all, `Warning RotationRequestInvalid metadata.annotations[controlplane.cluster.x-k8s.io/rotate]: "kubelet-ca" cannot be rotated; it must be a comma-separated list of service-account-key, encryption-key`)
 	for line := range strings.SplitSeq(string(stored.Data[contract.EncryptionConfigKey])+string(before), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "secret: "); ok {
 			assert.NotContains(t, all, v)

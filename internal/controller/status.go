@@ -31,7 +31,7 @@ func ownedConditions() []string {
 	// EtcdRestored too: this controller alone drives restores (restore.go).
 	owned := []string{
 		v1alpha1.AvailableCondition, v1alpha1.EtcdRestoredCondition, v1alpha1.ImagesAllowedCondition, v1alpha1.CertificatesRenewedCondition,
-		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition,
+		v1alpha1.ServiceAccountKeyReadyCondition, v1alpha1.EtcdCAReadyCondition, v1alpha1.FrontProxyCAReadyCondition, v1alpha1.ClusterCAReadyCondition,
 	}
 	for _, p := range managementPhases(etcd.Component{}) {
 		owned = append(owned, p.condition)

@@ -77,38 +77,51 @@
 // observed; rollouts of phases that change the same pods are taken
 // together (the pass's stamp holds every step).
 //
-// The cluster CA cannot be rotated yet (admission refuses cluster-ca as
-// not supported yet). It is harder, because joined
-// workers are never rolled and must keep working: a kubelet trusts only the
-// CA it joined with (/etc/kubernetes/pki/ca.crt, also in kubelet.conf) to
-// verify the API server, and verifies the API server's kubelet client
-// certificate (logs, exec) against the same file. The design this package
-// is to follow: the controller writes the new CA itself (new key, a
-// self-signed new root, and a copy of the new CA's certificate
-// cross-signed by the old key); the API servers' serving certificate and
-// their kubelet client certificate are issued by the new CA and presented
-// with the cross-signed certificate as intermediate, so a verifier that
-// trusts only the old root builds leaf, new (cross-signed), old root, and
-// one that trusts the new root builds leaf, new root. cert-manager's CA
-// issuer cannot present that chain (it appends the CA Secret's ca.crt and
-// drops self-signed roots, see pkg/util/pki ParseSingleCertificateChain),
-// so the serving Secret's tls.crt is written with the cross-signed
-// intermediate by the controller, and the serving chain keeps it until the
-// old root expires, however long kubelets keep the old trust.
+// A rotation of the cluster CA (render.Input.ClusterAuthority) takes the
+// same phases, with one more, and never asks a joined worker to trust
+// anything new: a kubelet trusts only the CA it joined with
+// (/etc/kubernetes/pki/ca.crt, also in kubelet.conf) to verify the API
+// server, and verifies the API server's kubelet client certificate (logs,
+// exec) against the same file. So in TrustingNewCA the controller also
+// writes <cluster>-ca-cross: the new CA's key with a certificate of it (the
+// new CA's subject, key and key identifier) that the old CA signs. From
+// IssuingFromNewCA on, the certificates something in the workload cluster
+// verifies with the CA it was given once (the API server's serving
+// certificate and kubelet client certificate, konnectivity's and the
+// tunnel's serving certificates: render.Authority.ServingIssuer) are issued
+// by a cert-manager CA Issuer on <cluster>-ca-cross, which presents the
+// cross-signed certificate as their chain (it is no self-signed root, so
+// pkg/util/pki ParseSingleCertificateChain keeps it): a verifier that
+// trusts only the old root builds leaf, cross-signed, old root; one that
+// trusts the new root builds leaf, new root. They stay so after the
+// rotation, however long joined kubelets keep the old trust; the other
+// certificates (the admin's, the components' clients) are issued by the
+// new CA itself. What verifies client certificates trusts both roots while
+// Bundled (the API servers' --client-ca-file, <cluster>-ca-trust), and so
+// do <cluster>-kubeconfig and kube-public/cluster-info; the controller
+// manager signs kubelet client certificates (and publishes kube-root-ca.crt)
+// with the CA that issues, the new one from IssuingFromNewCA on.
+// <cluster>-ca, which the kubeadm bootstrap provider reads for new workers
+// (it needs a certificate and a key there and pins the hash of every
+// certificate in tls.crt), holds the old CA until DroppingOldCA and the new
+// one after, as the etcd CA's Secret does.
 //
-// Trust bundles hold both roots while anything may still present a
-// certificate of the old CA: --client-ca-file (kubelet client certificates
-// the old CA signed stay valid until each kubelet renews its own, through
-// a CSR the controller manager signs with the CA it is given, switched to
-// the new CA in a phase), kubeconfigs' certificate-authority-data,
-// kube-root-ca.crt and kube-public/cluster-info in the workload cluster,
-// and <cluster>-ca, which the kubeadm bootstrap provider reads for new
-// workers. The old root leaves the client-side bundles only once every
-// node's kubelet client certificate was issued after the switch (each
-// node's latest approved kubernetes.io/kube-apiserver-client-kubelet CSR
-// in the workload cluster is newer than the switch), or, for a node whose
-// CSR cannot be seen, the kubelet client certificate lifetime (a year by
-// default) has passed.
+// WaitingForKubelets, after IssuingFromNewCA: the old root stays trusted
+// for client certificates until no kubelet can present one it signed. A
+// kubelet renews its client certificate at 70-90% of its lifetime, through
+// a CSR the controller manager signs with the new CA by then; the
+// controller does not follow each node's renewal yet, so the wait ends at
+// once when the workload cluster has no node, and otherwise once the
+// longest lifetime of a kubelet client certificate (the controller
+// manager's --cluster-signing-duration, a year by default) has passed
+// since the phase began. DroppingOldCA, in addition, waits until the etcd
+// and front proxy CAs are roots of their own (a rotation of the cluster CA
+// starts theirs when they never were): the old cluster CA signs nothing
+// in use then. After it, nothing holds the old key; <cluster>-ca-cross
+// keeps its signature on the new key, valid no longer than the old root.
+// A second rotation cross-signs the next key with the current one, so a
+// worker that still trusts the root of two rotations before must be joined
+// again first.
 //
 // What this design rests on, as Kubernetes behaves (checked against
 // kubeadm's and the kubelet's sources): kubeadm join takes the CA of

@@ -11,11 +11,14 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
-// Keys are what the rotate annotation may name.
-var Keys = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey, v1alpha1.RotateEtcdCA, v1alpha1.RotateFrontProxyCA}
+// Emergency are the keys an emergency rotation names.
+var Emergency = []string{v1alpha1.RotateServiceAccountKey, v1alpha1.RotateEncryptionKey, v1alpha1.RotateEtcdCA, v1alpha1.RotateFrontProxyCA}
+
+// Keys are what the rotate annotation may name: the cluster CA besides.
+var Keys = append(slices.Clone(Emergency), v1alpha1.RotateClusterCA)
 
 // Allowed says what the rotate annotation takes, for messages.
-var Allowed = fmt.Sprintf("a comma-separated list of %s, or %s for all of them", strings.Join(Keys, ", "), v1alpha1.RotateEmergency)
+var Allowed = fmt.Sprintf("a comma-separated list of %s, or %s for all but the cluster CA", strings.Join(Keys, ", "), v1alpha1.RotateEmergency)
 
 // Requests are the keys the value of the rotate annotation names, each
 // once (emergency names them all), and the names it holds that are none of
@@ -26,7 +29,7 @@ func Requests(value string) (keys, unknown []string) {
 		names := []string{item}
 		switch {
 		case item == v1alpha1.RotateEmergency:
-			names = Keys
+			names = Emergency
 		case !slices.Contains(Keys, item):
 			unknown = append(unknown, item)
 			continue
@@ -182,6 +185,22 @@ type AuthorityObserved struct {
 	Rolled bool
 	// Replaced: the CA's Secret holds the new CA, a root of its own.
 	Replaced bool
+	// Kubelets is what the pass saw of the kubelets' client certificates,
+	// for the cluster CA, which signs them; nil for the other CAs.
+	Kubelets *KubeletsObserved
+}
+
+// KubeletsObserved is what a pass saw of the kubelets' client
+// certificates during a rotation of the cluster CA.
+type KubeletsObserved struct {
+	// Renewed: no kubelet can hold a client certificate of the old CA: the
+	// workload cluster has no node.
+	Renewed bool
+	// Lifetime is the longest lifetime of a kubelet client certificate
+	// (the controller manager's --cluster-signing-duration): one the old
+	// CA signed has expired that long after the controller manager
+	// stopped signing with it.
+	Lifetime time.Duration
 }
 
 // Authority is the step of a rotation of a certificate authority in r,
@@ -197,10 +216,15 @@ func Authority(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step
 		}
 		return Step{Next: r, Message: "a new CA is issued, and everything that verifies its certificates rolls to trust it as well as the old one; certificates are still issued by the old"}
 	case v1alpha1.IssuingFromNewCA:
-		if o.Rolled {
+		switch {
+		case o.Rolled && o.Kubelets != nil:
+			return waitForKubelets(enter(r, v1alpha1.WaitingForKubelets, now), o, now)
+		case o.Rolled:
 			return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "every certificate of the CA is issued by the new one and in use; the new CA replaces the old one in its Secret"}
 		}
 		return Step{Next: r, Message: "every certificate of the CA is issued again by the new one, and the pods that present them roll; everything trusts both"}
+	case v1alpha1.WaitingForKubelets:
+		return waitForKubelets(r, o, now)
 	default: // DroppingOldCA
 		switch {
 		case !o.Replaced:
@@ -210,4 +234,25 @@ func Authority(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step
 		}
 		return Step{Next: r, Message: "everything rolls to trust the new CA alone, and certificates are issued from its Secret"}
 	}
+}
+
+// waitForKubelets keeps the old cluster CA trusted for client certificates
+// until no kubelet can still present one it signed: the workload cluster
+// has no node, or the longest lifetime of one has passed since r entered
+// WaitingForKubelets, when the controller manager signed with the new CA
+// alone.
+func waitForKubelets(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step {
+	if !o.Rolled {
+		return Step{Next: r, Message: "the pods roll to what the phase renders; the API servers trust the old and the new CA"}
+	}
+	until := r.Since.Add(o.Kubelets.Lifetime)
+	switch {
+	case o.Kubelets.Renewed:
+		return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "the workload cluster has no node whose kubelet could present a client certificate of the old CA; the new CA replaces the old one in its Secret"}
+	case !now.Before(until):
+		return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "every kubelet client certificate the old CA signed has expired; the new CA replaces the old one in its Secret"}
+	}
+	return Step{Next: r, Wake: until.Sub(now), Message: fmt.Sprintf(
+		"the controller manager signs kubelet client certificates with the new CA, and kubelets renew theirs at 70 to 90%% of its lifetime; the API servers trust the old CA too until %s, when every one it signed has expired",
+		until.UTC().Format(time.RFC3339))}
 }

@@ -14,11 +14,11 @@ func TestRequests(t *testing.T) {
 	keys, unknown := Requests("service-account-key, encryption-key,service-account-key")
 	assert.Equal(t, []string{"service-account-key", "encryption-key"}, keys)
 	assert.Empty(t, unknown)
-	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,front-proxy-ca,")
-	assert.Equal(t, []string{"service-account-key", "etcd-ca", "front-proxy-ca"}, keys)
-	assert.Equal(t, []string{"cluster-ca", ""}, unknown)
+	keys, unknown = Requests("service-account-key,cluster-ca,etcd-ca,kubelet-ca,")
+	assert.Equal(t, []string{"service-account-key", "cluster-ca", "etcd-ca"}, keys)
+	assert.Equal(t, []string{"kubelet-ca", ""}, unknown)
 	keys, unknown = Requests("etcd-ca, emergency")
-	assert.Equal(t, []string{"etcd-ca", "service-account-key", "encryption-key", "front-proxy-ca"}, keys, "emergency names every key")
+	assert.Equal(t, []string{"etcd-ca", "service-account-key", "encryption-key", "front-proxy-ca"}, keys, "emergency names every key but the cluster CA")
 	assert.Empty(t, unknown)
 }
 
@@ -188,4 +188,36 @@ func TestAuthorityPhases(t *testing.T) {
 	assert.False(t, step.Replace)
 	step = Authority(r, AuthorityObserved{Replaced: true, Rolled: true}, t0.Add(7*time.Minute))
 	assert.Nil(t, step.Next, "the rotation ended")
+}
+
+// The cluster CA waits, once everything is issued by the new CA, until no
+// kubelet can present a client certificate of the old one: at once when
+// the workload cluster has no node, otherwise for the longest lifetime of
+// one after the controller manager stopped signing with the old CA.
+func TestClusterAuthorityWaitsForKubelets(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	year := 365 * 24 * time.Hour
+	issuing := enter(Start(v1alpha1.TrustingNewCA, t0), v1alpha1.IssuingFromNewCA, t0)
+	nodes := &KubeletsObserved{Lifetime: year}
+
+	step := Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.WaitingForKubelets, step.Next.Phase)
+	assert.Equal(t, year, step.Wake, "back when the last client certificate of the old CA has expired")
+	waiting := step.Next
+
+	step = Authority(waiting, AuthorityObserved{Kubelets: nodes}, t0.Add(2*time.Minute))
+	assert.Equal(t, waiting, step.Next, "not while a pod does not run what the phase renders")
+	step = Authority(waiting, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute+year-time.Second))
+	assert.Equal(t, waiting, step.Next, "a kubelet may still present a certificate of the old CA")
+	assert.Equal(t, time.Second, step.Wake)
+	step = Authority(waiting, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute+year))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase)
+	assert.False(t, step.Replace, "the pass rendered WaitingForKubelets")
+
+	step = Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: &KubeletsObserved{Renewed: true, Lifetime: year}}, t0.Add(time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase, "no node: nothing to wait for")
+	assert.Contains(t, step.Message, "no node")
 }

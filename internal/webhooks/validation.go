@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,10 +164,6 @@ func validateRotateRequest(hcp *v1alpha1.HostedControlPlane) field.ErrorList {
 	}
 	path := field.NewPath("metadata", "annotations").Key(v1alpha1.RotateAnnotation)
 	keys, unknown := rotation.Requests(value)
-	if slices.Contains(unknown, v1alpha1.RotateClusterCA) {
-		return field.ErrorList{field.Invalid(path, value, "not supported yet: the cluster CA cannot be rotated yet (see the README); "+
-			"must be "+rotation.Allowed)}
-	}
 	if len(unknown) > 0 || len(keys) == 0 {
 		return field.ErrorList{field.Invalid(path, value, "must be "+rotation.Allowed)}
 	}

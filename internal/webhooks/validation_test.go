@@ -745,13 +745,13 @@ func TestRotateRequest(t *testing.T) {
 		}
 	}
 	const path = "metadata.annotations[controlplane.cluster.x-k8s.io/rotate]"
-	const allowed = "must be a comma-separated list of service-account-key, encryption-key, etcd-ca, front-proxy-ca, or emergency for all of them"
+	const allowed = "must be a comma-separated list of service-account-key, encryption-key, etcd-ca, front-proxy-ca, cluster-ca, or emergency for all but the cluster CA"
 	checkChanges(t, []change{
 		{"the service account key", ask("service-account-key"), ""},
 		{"both", ask("service-account-key, encryption-key"), ""},
 		{"everything", ask("emergency"), ""},
 		{"an unknown key", ask("service-account-key,kubelet-ca"), path + `: Invalid value: "service-account-key,kubelet-ca": ` + allowed},
-		{"the cluster CA", ask("etcd-ca,cluster-ca"), path + `: Invalid value: "etcd-ca,cluster-ca": not supported yet: the cluster CA cannot be rotated yet (see the README); ` + allowed},
+		{"the cluster CA", ask("etcd-ca,cluster-ca"), ""},
 		{"nothing", ask(""), path + `: Invalid value: "": ` + allowed},
 	})
 }

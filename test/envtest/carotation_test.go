@@ -33,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -96,7 +97,10 @@ func TestEmergencyRotation(t *testing.T) {
 	members := runEtcdMembers(t, hcp, 3)
 	apis := newAPIServers(t, members.hosted(), ports)
 	rollPods(t, hcp)
-	kcm := templateOf(get(t, &appsv1.Deployment{}, ns, name+"-controller-manager").Spec.Template)
+	controllers := map[string]string{}
+	for _, d := range []string{name + "-controller-manager", name + "-scheduler"} {
+		controllers[d] = templateOf(get(t, &appsv1.Deployment{}, ns, d).Spec.Template)
+	}
 	// The controller reaches the workload cluster (to rewrite its Secrets).
 	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
 	for _, c := range []string{
@@ -140,11 +144,17 @@ func TestEmergencyRotation(t *testing.T) {
 	oldToken := appToken(t, workload)
 	tokenAccepted(t, workload, oldToken)
 
+	oldClusterCA := get(t, &corev1.Secret{}, ns, name+"-ca")
+	oldKubeconfig := get(t, &corev1.Secret{}, ns, name+"-kubeconfig")
+	for _, port := range ports {
+		assert.Equal(t, "mallory", certUser(t, port, signedClientOf(t, oldClusterCA, "mallory")), "before: a client certificate of the cluster CA is taken")
+	}
+	clusterReasons := watchReasons(t, hcp, v1alpha1.ClusterCAReadyCondition)
 	etcdReasons := watchReasons(t, hcp, v1alpha1.EtcdCAReadyCondition)
 	proxyReasons := watchReasons(t, hcp, v1alpha1.FrontProxyCAReadyCondition)
 	saReasons := watchReasons(t, hcp, v1alpha1.ServiceAccountKeyReadyCondition)
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) {
-		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEmergency
+		h.Annotations[v1alpha1.RotateAnnotation] = v1alpha1.RotateEmergency + "," + v1alpha1.RotateClusterCA
 		h.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation] = "true"
 	}))
 	start := time.Now()
@@ -153,15 +163,22 @@ func TestEmergencyRotation(t *testing.T) {
 	waitForLong(t, "every key and CA is rotated", 20*time.Minute, func() error {
 		members.roll(t)
 		apis.roll(t, hcp, load)
-		// The controller manager's pods follow its template; its
-		// Deployment, stamped with each rotation's step, rolls out.
-		if d := get(t, &appsv1.Deployment{}, ns, name+"-controller-manager"); templateOf(d.Spec.Template) != kcm {
-			rollPodsOf(t, hcp, name+"-controller-manager")
-			kcm = templateOf(d.Spec.Template)
-		} else {
-			rollOutDeployment(t, ns, name+"-controller-manager")
+		// The controller manager's and the scheduler's pods follow their
+		// template; their Deployments, stamped with each rotation's step,
+		// roll out.
+		for d, template := range controllers {
+			if current := templateOf(get(t, &appsv1.Deployment{}, ns, d).Spec.Template); current != template {
+				rollPodsOf(t, hcp, d)
+				controllers[d] = current
+			} else {
+				rollOutDeployment(t, ns, d)
+			}
 		}
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
+		if st := cp.Status.CertificateAuthorities.Cluster; st.Rotation != nil || st.RotatedAt == nil {
+			return fmt.Errorf("status.certificateAuthorities.cluster: %+v; %s; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.ClusterCAReadyCondition), conditionOf(cp, v1alpha1.CertificatesReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition))
+		}
 		if st := cp.Status.ServiceAccountKey; st.Rotation != nil || st.RotatedAt == nil {
 			return fmt.Errorf("status.serviceAccountKey: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition))
 		}
@@ -178,7 +195,7 @@ func TestEmergencyRotation(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("BENCH rotation_emergency_envtest_s %.1f s", time.Since(start).Seconds())
+	t.Logf("BENCH rotation_emergency_cluster_ca_envtest_s %.1f s", time.Since(start).Seconds())
 	// What the last phase renders runs everywhere.
 	members.roll(t)
 	apis.roll(t, hcp, load)
@@ -191,7 +208,11 @@ func TestEmergencyRotation(t *testing.T) {
 	for _, c := range []struct {
 		title, condition string
 		reasons          func() []string
-	}{{"etcd CA", v1alpha1.EtcdCAReadyCondition, etcdReasons}, {"front proxy CA", v1alpha1.FrontProxyCAReadyCondition, proxyReasons}} {
+	}{
+		{"etcd CA", v1alpha1.EtcdCAReadyCondition, etcdReasons},
+		{"front proxy CA", v1alpha1.FrontProxyCAReadyCondition, proxyReasons},
+		{"cluster CA", v1alpha1.ClusterCAReadyCondition, clusterReasons},
+	} {
 		seen := strings.Join(c.reasons(), "\n")
 		for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.DroppingOldCA} {
 			assert.Contains(t, seen, string(phase)+": rotation of the "+c.title+" asked for at ", "%s named the phase", c.condition)
@@ -199,6 +220,10 @@ func TestEmergencyRotation(t *testing.T) {
 		cond := waitCondition(t, hcp, c.condition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 		assert.Contains(t, cond.Message, "last rotated at")
 	}
+	// The workload cluster has no node, so no kubelet holds a client
+	// certificate of the old cluster CA: WaitingForKubelets ends at once.
+	assert.Contains(t, strings.Join(clusterReasons(), "\n"), "DroppingOldCA: rotation of the cluster CA asked for at ")
+	assert.Contains(t, strings.Join(clusterReasons(), "\n"), "the workload cluster has no node whose kubelet could present a client certificate of the old CA")
 
 	seen := strings.Join(saReasons(), "\n")
 	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewKey, v1alpha1.SigningWithNewKey, v1alpha1.DroppingOldKey} {
@@ -207,6 +232,34 @@ func TestEmergencyRotation(t *testing.T) {
 	final := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
 	assert.NotContains(t, final.Annotations, v1alpha1.RotateAnnotation, "the request was taken")
 	assert.NotContains(t, final.Annotations, v1alpha1.DropOldServiceAccountKeyAnnotation, "the request to drop the old key was taken")
+
+	// The cluster CA: <cluster>-ca holds a new root, which the kubeconfig
+	// and cluster-info carry alone; a client certificate of the old CA is
+	// refused; a client that trusts the old CA alone still verifies every
+	// API server (the serving chain: the new key cross-signed by the old).
+	newClusterCA := get(t, &corev1.Secret{}, ns, name+"-ca")
+	clusterRoot := parseCert(t, newClusterCA.Data["tls.crt"])
+	require.NoError(t, clusterRoot.CheckSignatureFrom(clusterRoot), "a root of its own")
+	assert.NotEqual(t, oldClusterCA.Data["tls.key"], newClusterCA.Data["tls.key"])
+	newKubeconfig, err := clientcmd.Load(get(t, &corev1.Secret{}, ns, name+"-kubeconfig").Data["value"])
+	require.NoError(t, err)
+	for _, c := range newKubeconfig.Clusters {
+		assert.Equal(t, strings.TrimSpace(string(newClusterCA.Data["tls.crt"])), strings.TrimSpace(string(c.CertificateAuthorityData)),
+			"<cluster>-kubeconfig carries the new cluster CA alone")
+	}
+	oldTrust := kubeconfigRoots(t, oldKubeconfig)
+	for _, port := range ports {
+		assert.Empty(t, certUser(t, port, signedClientOf(t, oldClusterCA, "mallory")), "after: a client certificate of the old cluster CA is refused")
+		assert.Equal(t, "mallory", certUser(t, port, signedClientOf(t, newClusterCA, "mallory")), "one of the new CA is taken")
+		assert.NoError(t, verifyServer(port, oldTrust), "a client of the old cluster CA alone verifies the API server")
+	}
+	workload = workloadClient(t, ns, name)
+	info, err := workload.CoreV1().ConfigMaps("kube-public").Get(testContext(t), "cluster-info", metav1.GetOptions{})
+	require.NoError(t, err)
+	infoConfig, err := clientcmd.Load([]byte(info.Data["kubeconfig"]))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(newClusterCA.Data["tls.crt"])), strings.TrimSpace(string(infoConfig.Clusters[""].CertificateAuthorityData)),
+		"cluster-info carries the new cluster CA alone")
 
 	// The service account key: a token of the old key is refused, one asked
 	// for now is of the new key.
@@ -533,11 +586,20 @@ func startLoad(t *testing.T, ns, cluster string, ports []int) *load {
 	t.Helper()
 	kubeconfig := get(t, &corev1.Secret{}, ns, cluster+"-kubeconfig")
 	l := &load{gates: map[int]*sync.RWMutex{}, serving: map[int]bool{}, clients: map[int]kubernetes.Interface{}, done: make(chan struct{})}
+	// It trusts the cluster CA of the kubeconfig as it was at the start,
+	// and presents the client certificate the kubeconfig holds when it
+	// connects, as a user who took the CA once and follows the credentials.
+	tlsConfig := &tls.Config{
+		RootCAs: kubeconfigRoots(t, kubeconfig), MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return latestAdmin(ns, cluster)
+		},
+	}
 	for _, port := range ports {
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
-		require.NoError(t, err)
-		cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-		cfg.QPS, cfg.Burst = 100, 100
+		cfg := &rest.Config{
+			Host: fmt.Sprintf("https://127.0.0.1:%d", port), QPS: 100, Burst: 100,
+			Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true},
+		}
 		l.clients[port] = kubernetes.NewForConfigOrDie(cfg)
 		l.gates[port], l.serving[port] = &sync.RWMutex{}, true
 	}
@@ -735,4 +797,60 @@ func proxiedClient(cfg *tls.Config) *http.Client {
 	cfg.InsecureSkipVerify = true //nolint:gosec // the API server's certificate is not what is tested
 	cfg.RootCAs = x509.NewCertPool()
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// kubeconfigRoots are the CAs the kubeconfig in secret trusts.
+func kubeconfigRoots(t *testing.T, secret *corev1.Secret) *x509.CertPool {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(cfg.CAData))
+	return roots
+}
+
+// latestAdmin is the admin client certificate <cluster>-kubeconfig holds now.
+func latestAdmin(ns, cluster string) (*tls.Certificate, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + "-kubeconfig"}, secret); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	return &cert, err
+}
+
+// certUser is who the API server on port takes a request with cfg's client
+// certificate for; empty when it refuses it.
+func certUser(t *testing.T, port int, cfg *tls.Config) string {
+	t.Helper()
+	body := strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost,
+		fmt.Sprintf("https://127.0.0.1:%d/apis/authentication.k8s.io/v1/selfsubjectreviews", port), body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := proxiedClient(cfg).Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusCreated {
+		return ""
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(review))
+	return review.Status.UserInfo.Username
+}
+
+// verifyServer completes a TLS handshake with the API server on port,
+// verifying it with roots alone, as a kubelet that joined with them does.
+func verifyServer(port int, roots *x509.CertPool) error {
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }

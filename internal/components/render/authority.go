@@ -23,6 +23,13 @@ type Authority struct {
 	Trust string
 	// CommonName is the common name of its certificate.
 	CommonName string
+	// Cross, of the cluster CA alone, holds the CA's key with a
+	// certificate the CA before it signed, once a rotation has made one
+	// (see ServingIssuer).
+	Cross string
+
+	// root: always a root of its own (the cluster CA).
+	root bool
 
 	status   v1alpha1.CertificateAuthorityStatus
 	observed map[string]AuthoritySecret
@@ -52,8 +59,20 @@ func (in Input) FrontProxyCA() Authority {
 		in.ControlPlane.Status.CertificateAuthorities.FrontProxy)
 }
 
-// Authorities are the certificate authorities the control plane rotates.
-func (in Input) Authorities() []Authority { return []Authority{in.EtcdCA(), in.FrontProxyCA()} }
+// ClusterAuthority is the cluster CA, a root of its own, which signs the
+// certificates of the API server, its clients and the kubelets.
+func (in Input) ClusterAuthority() Authority {
+	a := in.authority(v1alpha1.RotateClusterCA, in.CASecret(), in.Name("ca-trust"), "kubernetes",
+		in.ControlPlane.Status.CertificateAuthorities.Cluster)
+	a.Cross, a.root = in.CASecret()+"-cross", true
+	return a
+}
+
+// Authorities are the certificate authorities the control plane rotates,
+// the cluster CA, which signs the others until their first rotation, first.
+func (in Input) Authorities() []Authority {
+	return []Authority{in.ClusterAuthority(), in.EtcdCA(), in.FrontProxyCA()}
+}
 
 func (in Input) authority(key, secret, trust, commonName string, status v1alpha1.CertificateAuthorityStatus) Authority {
 	return Authority{
@@ -79,14 +98,17 @@ func (a Authority) phase() v1alpha1.RotationPhase {
 // self-signed, from the phase that writes the new CA into its Secret on, so
 // that what trusts it trusts nothing the cluster CA signs.
 func (a Authority) SelfSigned() bool {
-	return a.status.RotatedAt != nil || a.phase() == v1alpha1.DroppingOldCA
+	return a.root || a.status.RotatedAt != nil || a.phase() == v1alpha1.DroppingOldCA
 }
+
+// Root tells that the CA is the cluster CA, always a root of its own.
+func (a Authority) Root() bool { return a.root }
 
 // Issuer is the Issuer of the certificates of the CA: the new CA's from
 // IssuingFromNewCA until the new CA is in the CA's Secret.
 func (a Authority) Issuer() string {
 	switch a.phase() {
-	case v1alpha1.IssuingFromNewCA:
+	case v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets:
 		return a.Next
 	case v1alpha1.DroppingOldCA:
 		if !a.Replaced() {
@@ -103,7 +125,54 @@ func (a Authority) Issuer() string {
 // alone.
 func (a Authority) Bundled() bool {
 	p := a.phase()
-	return p == v1alpha1.TrustingNewCA || p == v1alpha1.IssuingFromNewCA
+	return p == v1alpha1.TrustingNewCA || p == v1alpha1.IssuingFromNewCA || p == v1alpha1.WaitingForKubelets
+}
+
+// ServingIssuer is the Issuer of the cluster CA's certificates that
+// something in the workload cluster verifies with the CA it was given
+// once: the API server's serving certificate and its client certificate
+// towards kubelets (which verify both with the ca.crt they joined with,
+// read at start), and the serving certificates of konnectivity and the
+// tunnel (which agents and nodes verify). From IssuingFromNewCA on they are
+// issued by Cross, whose certificate is the new CA's key signed by the old
+// CA, and presented with it as intermediate: a verifier that trusts only
+// the old CA builds leaf, Cross, old CA; one that trusts the new CA builds
+// leaf, new CA. They stay so after the rotation, as long as joined workers
+// keep the old CA. Of the other CAs, and before any rotation, it is Issuer.
+func (a Authority) ServingIssuer() string {
+	if a.crossSigned() {
+		return a.Cross
+	}
+	return a.Issuer()
+}
+
+// crossSigned tells whether Cross issues the serving certificates: once
+// the new cluster CA issues certificates, and ever after.
+func (a Authority) crossSigned() bool {
+	switch a.phase() {
+	case v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets, v1alpha1.DroppingOldCA:
+		return a.root
+	case "":
+		return a.root && a.status.RotatedAt != nil
+	}
+	return false
+}
+
+// Trusted tells whether what verifies client certificates of the CA reads
+// Trust: while Bundled; and, of the cluster CA, from its first rotation on,
+// since the ca.crt beside the API server's own certificate is Cross then.
+func (a Authority) Trusted() bool {
+	return a.Bundled() || a.root && (a.Rotation() != nil || a.status.RotatedAt != nil)
+}
+
+// TrustBundle is what Trust holds: Bundle during a rotation, but of the
+// cluster CA once it is not Bundled: the anchor of the CA that issues its
+// certificates, the new CA alone.
+func (a Authority) TrustBundle() []byte {
+	if a.root && !a.Bundled() {
+		return a.caCerts[a.Issuer()]
+	}
+	return a.Bundle()
 }
 
 // Bundle is what Trust holds during a rotation: the anchor of the CA in
@@ -136,7 +205,13 @@ func (a Authority) Replaced() bool {
 // hold certificates of Issuer: cert-manager writes, as ca.crt beside each,
 // the certificate at the end of the issuing CA's chain, its anchor.
 func (a Authority) Issued(secrets []string) bool {
-	anchor := a.caCerts[a.Issuer()]
+	return a.IssuedBy(a.Issuer(), secrets)
+}
+
+// IssuedBy tells whether the Secrets of certificates (secrets) hold
+// certificates of issuer (see Issued).
+func (a Authority) IssuedBy(issuer string, secrets []string) bool {
+	anchor := a.caCerts[issuer]
 	if len(anchor) == 0 {
 		return false
 	}
