@@ -85,7 +85,7 @@ func issuerDiscovered(t *testing.T, key client.ObjectKey, issuer string, other c
 		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	token, err := jwt.ParseSigned(req.Status.Token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	token, err := jwt.ParseSigned(req.Status.Token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.ES384, jose.ES512})
 	require.NoError(t, err)
 	claims := jwt.Claims{}
 	require.NoError(t, token.Claims(keys, &claims), "the JWKS verifies the workload cluster's token")
