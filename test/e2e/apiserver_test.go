@@ -164,14 +164,23 @@ func whoAmI(t *testing.T, admin *rest.Config, token string) (authenticationv1.Us
 // cluster: a token of the provider is accepted and mapped by the claim
 // rules, one for another audience or failing a rule is refused; a change of
 // the provider's mappings takes effect without restarting an API server;
-// a request's audit event reaches the API server's standard output and a
-// webhook target the test runs, posted with the token of a Secret.
+// a request's audit event reaches the API server's standard output and two
+// webhook targets the test runs, each posted with the token of its Secret
+// by the forwarder beside the API server.
 func oidcAndAudit(t *testing.T, ns, name string) {
-	iss, receiver := startIssuer(t), startAuditReceiver(t)
+	iss, receivers := startIssuer(t), []*auditReceiver{startAuditReceiver(t), startAuditReceiver(t)}
 	key := client.ObjectKey{Namespace: ns, Name: name}
-	require.NoError(t, k8s.Create(testContext(t), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "audit-token", Labels: map[string]string{userInput: "true"}}, Data: map[string][]byte{"token": []byte(receiver.token)},
-	}))
+	var targets []v1alpha1.AuditWebhookTarget
+	for i, receiver := range receivers {
+		secret := fmt.Sprintf("audit-token-%d", i)
+		require.NoError(t, k8s.Create(testContext(t), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret, Labels: map[string]string{userInput: "true"}}, Data: map[string][]byte{"token": []byte(receiver.token)},
+		}))
+		targets = append(targets, v1alpha1.AuditWebhookTarget{
+			Server: receiver.url, CertificateAuthority: string(receiver.ca),
+			Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: secret},
+		})
+	}
 	provider := func(prefix string) v1alpha1.OIDCProvider {
 		return v1alpha1.OIDCProvider{
 			CertificateAuthority: string(iss.ca),
@@ -186,10 +195,7 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 	hcp.Spec.Deployment.APIServer.Audit = &v1alpha1.Audit{Policy: auditv1.Policy{Rules: []auditv1.PolicyRule{
 		{Level: auditv1.LevelMetadata, Resources: []auditv1.GroupResources{{Resources: []string{"configmaps"}}}},
 		{Level: auditv1.LevelNone},
-	}}, Webhook: &v1alpha1.AuditWebhook{Targets: []v1alpha1.AuditWebhookTarget{{
-		Server: receiver.url, CertificateAuthority: string(receiver.ca),
-		Authentication: &v1alpha1.AuditWebhookAuthentication{SecretName: "audit-token"},
-	}}}}
+	}}, Webhook: &v1alpha1.AuditWebhook{Targets: targets}}
 	require.NoError(t, k8s.Update(testContext(t), hcp))
 	start := time.Now()
 	admin := hostedConfig(t, ns, name)
@@ -216,7 +222,7 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 	_, err = whoAmI(t, admin, iss.token(t, name, map[string]any{"team": "sales"}))
 	assert.True(t, apierrors.IsUnauthorized(err), "a token failing a claim rule is refused: %v", err)
 
-	t.Run("a request's audit event reaches the API server's standard output and the webhook target", func(t *testing.T) {
+	t.Run("a request's audit event reaches the API server's standard output and both webhook targets", func(t *testing.T) {
 		hosted, err := kubernetes.NewForConfig(admin)
 		require.NoError(t, err)
 		_, err = hosted.CoreV1().ConfigMaps("default").Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
@@ -224,10 +230,13 @@ func oidcAndAudit(t *testing.T, ns, name string) {
 		eventually(t, time.Minute, "the audit event of the create is logged", func() error {
 			return auditEventLogged(t, ns, name, "audited")
 		})
-		// The API server posts a batch at most 30s after its first event.
-		eventually(t, 2*time.Minute, "the audit event of the create reaches the webhook", func() error {
-			return receiver.received("audited")
-		})
+		// The API server posts a batch at most 30s after its first event,
+		// which the forwarder posts to both targets at once.
+		for _, receiver := range receivers {
+			eventually(t, 2*time.Minute, "the audit event of the create reaches the webhook at "+receiver.url, func() error {
+				return receiver.received("audited")
+			})
+		}
 	})
 
 	t.Run("a new claim mapping takes effect without restarting an API server", func(t *testing.T) {

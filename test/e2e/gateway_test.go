@@ -41,7 +41,9 @@ func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluste
 // through the one Gateway Traefik serves: each kubeconfig names its
 // cluster's gateway hostname on port 443 and reaches that cluster's own API
 // server from the host, no LoadBalancer Service is made for either, and a
-// client certificate of one is refused by the other. Then the Gateway is
+// client certificate of one is refused by the other. The first names its
+// endpoint as spec.serviceAccountIssuer, whose discovery document and keys
+// anyone reads there (see issuerDiscovered). Then the Gateway is
 // deleted under them: ExposureReady and a Warning event say so, and both
 // recover once it is back. It runs in parallel with the tests that do not
 // use the shared Gateway.
@@ -49,7 +51,8 @@ func TestGatewaySharedByTwoClusters(t *testing.T) {
 	t.Parallel()
 	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")
 	const nameA, nameB = "seed", "other"
-	apply(t, nsA, gatewayCluster(nameA, provider.GatewayName, provider.GatewayNamespace))
+	issuer := "https://" + gatewayHost(nsA, nameA)
+	apply(t, nsA, gatewayCluster(nameA, provider.GatewayName, provider.GatewayNamespace)+"  serviceAccountIssuer: "+issuer+"\n")
 	apply(t, nsB, gatewayCluster(nameB, provider.GatewayName, provider.GatewayNamespace))
 	keyA, keyB := client.ObjectKey{Namespace: nsA, Name: nameA}, client.ObjectKey{Namespace: nsB, Name: nameB}
 	restarts := podRestarts(t)
@@ -137,6 +140,10 @@ func TestGatewaySharedByTwoClusters(t *testing.T) {
 		_, err = hosted.CoreV1().Namespaces().List(testContext(t), metav1.ListOptions{})
 		require.Error(t, err, "%s's API server accepts a client certificate of %s", keyB, keyA)
 		assert.True(t, apierrors.IsUnauthorized(err), "refused as unauthorized: %v", err)
+	})
+
+	t.Run("the service account issuer's discovery document and keys are served anonymously at the endpoint, and nothing else", func(t *testing.T) {
+		issuerDiscovered(t, keyA, issuer, keyB)
 	})
 
 	t.Run("a deleted Gateway shows in ExposureReady and Available, and both clusters recover once it is back", func(t *testing.T) {

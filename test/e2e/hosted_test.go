@@ -133,7 +133,7 @@ func TestHostedControlPlane(t *testing.T) {
 		policiesEnforced(t, ns, "direct")
 	})
 
-	t.Run("an OIDC issuer's tokens are accepted and mapped, and requests are audited to standard output and a webhook", func(t *testing.T) {
+	t.Run("an OIDC issuer's tokens are accepted and mapped, and requests are audited to standard output and two webhooks", func(t *testing.T) {
 		oidcAndAudit(t, ns, "direct")
 	})
 

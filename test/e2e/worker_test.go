@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,6 +32,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
@@ -71,28 +73,70 @@ func workerCluster(name string) string {
 // and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
 	t.Parallel()
-	workerJoins(t, "worker", "joined", false)
+	workerJoins(t, "worker", "joined", loadBalancerAddress)
 }
 
 // The same through the shared Gateway: the worker joins through the
 // gateway hostname, its konnectivity agent connects through the Gateway,
 // and the kubernetes Service leads through the tunnel on the node.
 func TestWorkerJoinsThroughGateway(t *testing.T) {
-	workerJoins(t, "gwworker", "gwjoined", true)
+	workerJoins(t, "gwworker", "gwjoined", throughGateway)
 }
 
-// workerJoins runs the worker test on a cluster served through a
-// LoadBalancer Service or, with gateway, through the Gateway capi.
-func workerJoins(t *testing.T, nsName, name string, gateway bool) {
-	const nodeName = "worker-1"
+// The same behind a load balancer that reports a hostname and no address,
+// as AWS's do (the local cluster's LoadBalancerHostnamesLabel): the worker
+// joins through that name, and the kubernetes Service leads through the
+// tunnel on the node, which dials the name as the node resolves it. Up to
+// the pod that reaches the API server through the Service and kubectl logs
+// through konnectivity; the rotations and the restore, which do not depend
+// on the exposure, are TestWorkerJoins'.
+func TestWorkerJoinsBehindALoadBalancerName(t *testing.T) {
+	t.Parallel()
+	workerJoins(t, "lbworker", "lbjoined", loadBalancerName)
+}
+
+// workerExposure is how a worker test's control plane is served.
+type workerExposure int
+
+const (
+	// loadBalancerAddress is a LoadBalancer Service that reports an
+	// address, which the kubernetes EndpointSlice holds.
+	loadBalancerAddress workerExposure = iota
+	// loadBalancerName is a LoadBalancer Service that reports a hostname
+	// only, which the tunnel on each node dials.
+	loadBalancerName
+	// throughGateway is the shared Gateway capi, which the tunnel on each
+	// node reaches under the tunnel's SNI.
+	throughGateway
+)
+
+// workerJoins runs the worker test on a cluster served as exposure says.
+func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
+	gateway, tunnel := exposure == throughGateway, exposure != loadBalancerAddress
+	spec := workerSpec{name: "worker-1", podCIDR: workerPodCIDR}
+	if exposure == loadBalancerName {
+		// It runs beside TestWorkerJoins.
+		spec = workerSpec{name: "worker-lb", index: 1, podCIDR: "192.168.2.0/24"}
+	}
+	nodeName := spec.name
 	ns := namespace(t, nsName)
 	manifest := workerCluster(name)
-	if gateway {
+	switch exposure {
+	case throughGateway:
 		manifest += "  gateway: {name: capi, namespace: capi-system}\n"
+	case loadBalancerName:
+		nsObj := &corev1.Namespace{}
+		require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Name: ns}, nsObj))
+		nsObj.Labels[cluster.LoadBalancerHostnamesLabel] = "true"
+		require.NoError(t, k8s.Update(testContext(t), nsObj))
+	case loadBalancerAddress:
 	}
 	apply(t, ns, manifest)
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
+	if exposure == loadBalancerName {
+		loadBalancerNamed(t, key)
+	}
 
 	// Cluster API's ClusterCache, through which the controller keeps the
 	// join objects and add-ons in the workload cluster, connects only
@@ -126,7 +170,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 
 	token := bootstrapToken(t, hostedClient, hosted)
 	tokenID := strings.SplitN(token, ".", 2)[0]
-	worker := startWorker(t, ns, name, workerSpec{name: nodeName, podCIDR: workerPodCIDR}, token, gateway)
+	worker := startWorker(t, ns, name, spec, token, tunnel)
 	stop := sync.OnceValue(worker.Stop)
 	t.Cleanup(func() { assert.NoError(t, stop(), "stop the worker") })
 	t.Cleanup(func() {
@@ -179,7 +223,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 
 	require.True(t, t.Run("kube-proxy, CoreDNS and the konnectivity agent run on the node", func(t *testing.T) {
 		selectors := []string{"k8s-app=kube-proxy", "k8s-app=kube-dns", "k8s-app=konnectivity-agent"}
-		if gateway {
+		if tunnel {
 			// The tunnel first: CoreDNS needs the kubernetes Service.
 			selectors = append([]string{"k8s-app=kas-tunnel"}, selectors...)
 		}
@@ -191,7 +235,7 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 	}), "later steps need this one")
 
 	t.Run("a pod on the node resolves the kubernetes Service and reaches the API server through it", func(t *testing.T) {
-		if gateway {
+		if tunnel {
 			slice, err := hosted.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, []string{contract.NodeLocalAddress}, slice.Endpoints[0].Addresses, "the Service leads to the tunnel on each node")
@@ -223,6 +267,10 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		assert.Regexp(t, `GET https://kubernetes.default.svc/version: 200 .*"gitVersion": ?"`+images.KubeVersion+`"`, logs)
 		assert.Contains(t, logs, `GET https://kubernetes.default.svc/api/v1/namespaces/default/pods: 200 {"kind":"PodList"`,
 			"the service account token authenticates and RBAC allows the list")
+		if tunnel {
+			c := waitCondition(t, key, v1alpha1.KubernetesServiceReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+			assert.Contains(t, c.Message, "DaemonSet kube-system/kas-tunnel carries it")
+		}
 	})
 
 	t.Run("the management cluster cannot reach the worker's kubelet directly", func(t *testing.T) {
@@ -234,17 +282,21 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		require.Error(t, err, "the worker accepts no connection from outside")
 	})
 
-	t.Run("kubectl exec reaches the pod through konnectivity", func(t *testing.T) {
-		stdout, stderr, err := execIn(ctx, cfg, hosted, "probe", "/probe", "--version")
-		require.NoError(t, err, "exec: stderr %q", stderr)
-		assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
-	})
+	if exposure != loadBalancerName {
+		// kubectl exec's dialers resolve through the host's resolver,
+		// which does not know the load balancer's name.
+		t.Run("kubectl exec reaches the pod through konnectivity", func(t *testing.T) {
+			stdout, stderr, err := execIn(ctx, cfg, hosted, "probe", "/probe", "--version")
+			require.NoError(t, err, "exec: stderr %q", stderr)
+			assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
+		})
 
-	t.Run("every leaf certificate renewed with no failed request", func(t *testing.T) {
-		leavesRenewedWithoutFailures(t, cfg, hosted, key, nodeName)
-	})
+		t.Run("every leaf certificate renewed with no failed request", func(t *testing.T) {
+			leavesRenewedWithoutFailures(t, cfg, hosted, key, nodeName)
+		})
+	}
 
-	if !gateway {
+	if exposure == loadBalancerAddress {
 		t.Run("the service account key rotated with no failed request", func(t *testing.T) {
 			serviceAccountKeyRotatedWithoutFailures(t, cfg, hosted, key, nodeName)
 		})
@@ -265,6 +317,45 @@ func workerJoins(t *testing.T, nsName, name string, gateway bool) {
 		assert.True(t, os.IsNotExist(err), "the worker's network namespace is removed: %v", err)
 		deleteClusters(t, key)
 	})
+}
+
+// loadBalancerNamed checks that the control plane of key is served behind
+// a load balancer that reports only a hostname: its Service's status holds
+// that name and no address, the name resolves, through the DNS the host and
+// the workers ask, to the address the load balancer serves, the endpoint and
+// the kubeconfig name it, and the workload cluster's tunnel dials it
+// directly.
+func loadBalancerNamed(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := testContext(t)
+	svc := &corev1.Service{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-apiserver"}, svc))
+	require.Len(t, svc.Status.LoadBalancer.Ingress, 1, "the load balancer's ingress")
+	ingress := svc.Status.LoadBalancer.Ingress[0]
+	assert.Empty(t, ingress.IP, "no address")
+	require.True(t, strings.HasSuffix(ingress.Hostname, "."+cluster.LoadBalancerDomain), "a hostname: %+v", ingress)
+	lb := &corev1.Service{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-apiserver-lb"}, lb))
+	require.NotEmpty(t, lb.Status.LoadBalancer.Ingress, "the load balancer has an address")
+	addrs, err := cluster.Resolver.LookupHost(ctx, ingress.Hostname)
+	require.NoError(t, err)
+	assert.Equal(t, []string{lb.Status.LoadBalancer.Ingress[0].IP}, addrs, "%s resolves to the load balancer's address", ingress.Hostname)
+
+	hcp := controlPlaneOf(t, key.Namespace, key.Name)
+	assert.Equal(t, ingress.Hostname, hcp.Spec.ControlPlaneEndpoint.Host, "the endpoint is the load balancer's name")
+	cfg := hostedConfig(t, key.Namespace, key.Name)
+	endpoint := net.JoinHostPort(ingress.Hostname, strconv.Itoa(int(hcp.Spec.ControlPlaneEndpoint.Port)))
+	assert.Equal(t, "https://"+endpoint, cfg.Host, "the kubeconfig names it")
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	var tunnel *appsv1.DaemonSet
+	eventually(t, 2*time.Minute, "the tunnel DaemonSet in the workload cluster", func() error {
+		tunnel, err = hosted.AppsV1().DaemonSets("kube-system").Get(ctx, "kas-tunnel", metav1.GetOptions{})
+		return err
+	})
+	args := tunnel.Spec.Template.Spec.Containers[0].Args
+	assert.Contains(t, args, "--upstream="+endpoint, "the tunnel dials the load balancer's name")
+	assert.Contains(t, args, "--direct", "without the Gateway's outer TLS")
 }
 
 // workerCarriesOnAfterRestore takes a snapshot of the Cluster's etcd,
@@ -343,8 +434,10 @@ type workerSpec struct {
 
 // startWorker starts a worker that joins the Cluster with token, pinning
 // the cluster CA from the <cluster>-ca Secret as the kubeadm bootstrap
-// provider does.
-func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token string, gateway bool) *cluster.Worker {
+// provider does. With tunnel, it also loads the image of the tunnel that
+// carries the kubernetes Service in gateway mode and to an endpoint that is a
+// name.
+func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token string, tunnel bool) *cluster.Worker {
 	t.Helper()
 	ctx := testContext(t)
 	ca := &corev1.Secret{}
@@ -363,7 +456,7 @@ func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token st
 		"registry.k8s.io/kas-network-proxy/proxy-agent:" + images.KonnectivityVersion,
 		images.ProbeImage,
 	}
-	if gateway {
+	if tunnel {
 		refs = append(refs, contract.DefaultTunnelImage)
 	}
 	tarballs := slices.Clone(spec.tarballs)

@@ -38,18 +38,22 @@ const (
 // start once the API server's Service answers through kube-proxy.
 func (c *Cluster) startAddons(ctx context.Context) error {
 	data := map[string]string{
-		"APIServer":       "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
-		"PodCIDR":         PodCIDR,
-		"DNSServiceIP":    DNSServiceIP,
-		"KubeProxyImage":  c.cfg.Images.KubeProxy,
-		"KubeRouterImage": c.cfg.Images.KubeRouter,
-		"ServiceCIDR":     ServiceCIDR,
-		"CoreDNSImage":    c.cfg.Images.CoreDNS,
-		"StorageClass":    StorageClass,
-		"Provisioner":     provisioner,
-		"GatewayDomain":   GatewayDomain,
-		"GatewayAddress":  GatewayAddress,
-		"DNSAddress":      DNSAddress,
+		"APIServer":          "https://" + net.JoinHostPort(NodeIP, fmt.Sprint(APIServerPort)),
+		"PodCIDR":            PodCIDR,
+		"DNSServiceIP":       DNSServiceIP,
+		"KubeProxyImage":     c.cfg.Images.KubeProxy,
+		"KubeRouterImage":    c.cfg.Images.KubeRouter,
+		"ServiceCIDR":        ServiceCIDR,
+		"CoreDNSImage":       c.cfg.Images.CoreDNS,
+		"StorageClass":       StorageClass,
+		"Provisioner":        provisioner,
+		"GatewayDomain":      GatewayDomain,
+		"GatewayAddress":     GatewayAddress,
+		"DNSAddress":         DNSAddress,
+		"LoadBalancerDomain": LoadBalancerDomain,
+		"LoadBalancerMatch":  loadBalancerMatch,
+		// CoreDNS's template, in a value so that this template leaves it alone.
+		"LoadBalancerAnswer": "{{ .Name }} 60 IN A {{ index .Match 1 }}.{{ index .Match 2 }}.{{ index .Match 3 }}.{{ index .Match 4 }}",
 	}
 	apply := func(name string) error {
 		text, err := manifests.ReadFile("manifests/" + name)

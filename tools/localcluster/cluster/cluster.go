@@ -42,8 +42,14 @@ const (
 	// LoadBalancerCIDR is where LoadBalancer Services get their addresses.
 	LoadBalancerCIDR = "10.250.0.0/24"
 	// GatewayDomain is the wildcard domain of the management cluster's
-	// Gateway: every name under it resolves to GatewayAddress (see dns.go).
+	// Gateway: every name under it resolves to GatewayAddress (see dns.go),
+	// except those under LoadBalancerDomain.
 	GatewayDomain = "hcp.test"
+	// LoadBalancerDomain holds the hostnames the LoadBalancer Services of
+	// a Namespace with LoadBalancerHostnamesLabel report: the name
+	// <a>-<b>-<c>-<d>.LoadBalancerDomain resolves to a.b.c.d, through the
+	// same DNS as GatewayDomain.
+	LoadBalancerDomain = "lb." + GatewayDomain
 	// GatewayAddress is the LoadBalancer address reserved for the Gateway
 	// implementation's Service, as a platform team reserves one and points
 	// a wildcard DNS record at it.

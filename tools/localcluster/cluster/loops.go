@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,22 +47,53 @@ func (c *Cluster) runLoops(ctx context.Context) {
 // allocator gives it no other and hands it to no other Service.
 const LoadBalancerIPAnnotation = "e2e.hostedcp.io/load-balancer-ip"
 
+// LoadBalancerHostnamesLabel, "true" on a Namespace, makes its
+// LoadBalancer Services report a hostname and no address, as AWS's load
+// balancers do: <a>-<b>-<c>-<d>.LoadBalancerDomain, which the DNS the
+// host, the workers and pods ask resolves to a.b.c.d (see
+// manifests/coredns.yaml). That address belongs to a Service the allocator
+// makes beside each such Service, with its selector and ports, named after
+// it with "-lb" and owned by it: the load balancer's own data path, given
+// an address of LoadBalancerCIDR and served by kube-proxy like any other
+// (kube-proxy serves the addresses of a Service's status only, never a
+// hostname). Label the Namespace before making its Services.
+const LoadBalancerHostnamesLabel = "e2e.hostedcp.io/load-balancer-hostnames"
+
+// loadBalancerOfLabel names, on the Service that serves the address of a
+// Service reporting a hostname, that Service.
+const loadBalancerOfLabel = "e2e.hostedcp.io/load-balancer-of"
+
 // allocateAddresses gives each LoadBalancer Service without an address the
 // one it asks for (LoadBalancerIPAnnotation) or the lowest free one of
 // LoadBalancerCIDR; kube-proxy then serves it, and the bridge route makes
-// it reachable from the host.
+// it reachable from the host. Services of a Namespace with
+// LoadBalancerHostnamesLabel get a hostname instead (see nameLoadBalancer).
 func (c *Cluster) allocateAddresses(ctx context.Context) error {
 	services := &corev1.ServiceList{}
 	if err := c.Client.List(ctx, services); err != nil {
 		return err
 	}
+	namespaces := &corev1.NamespaceList{}
+	if err := c.Client.List(ctx, namespaces, client.MatchingLabels{LoadBalancerHostnamesLabel: "true"}); err != nil {
+		return err
+	}
+	hostnames := map[string]bool{}
+	for _, ns := range namespaces.Items {
+		hostnames[ns.Name] = true
+	}
 	pool := netip.MustParsePrefix(LoadBalancerCIDR)
 	// given are the addresses Services have; taken also those asked for.
 	given, taken := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	var pending []*corev1.Service
+	var pending, named []*corev1.Service
+	byKey := map[client.ObjectKey]*corev1.Service{}
 	for i := range services.Items {
 		svc := &services.Items[i]
+		byKey[client.ObjectKeyFromObject(svc)] = svc
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		if hostnames[svc.Namespace] && svc.Labels[loadBalancerOfLabel] == "" {
+			named = append(named, svc)
 			continue
 		}
 		if len(svc.Status.LoadBalancer.Ingress) == 0 {
@@ -101,6 +135,9 @@ func (c *Cluster) allocateAddresses(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, svc := range named {
+		errs = append(errs, c.nameLoadBalancer(ctx, svc, byKey[client.ObjectKey{Namespace: svc.Namespace, Name: svc.Name + "-lb"}]))
+	}
 	return errors.Join(errs...)
 }
 
@@ -135,4 +172,58 @@ func (c *Cluster) provisionInfrastructure(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nameLoadBalancer makes or updates lb, the Service that serves svc's
+// address (nil while there is none), and once lb has its address reports
+// that address's name in svc's status, as its only ingress.
+func (c *Cluster) nameLoadBalancer(ctx context.Context, svc, lb *corev1.Service) error {
+	ports := make([]corev1.ServicePort, 0, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: p.TargetPort})
+	}
+	if lb == nil {
+		return c.Client.Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: svc.Namespace, Name: svc.Name + "-lb", Labels: map[string]string{loadBalancerOfLabel: svc.Name},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
+			},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: svc.Spec.Selector, Ports: ports},
+		})
+	}
+	if lb.Labels[loadBalancerOfLabel] != svc.Name {
+		return fmt.Errorf("service %s/%s is in the way of the load balancer of Service %s", lb.Namespace, lb.Name, svc.Name)
+	}
+	current := make([]corev1.ServicePort, 0, len(lb.Spec.Ports))
+	for _, p := range lb.Spec.Ports {
+		current = append(current, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: p.TargetPort})
+	}
+	if !equality.Semantic.DeepEqual(current, ports) || !equality.Semantic.DeepEqual(lb.Spec.Selector, svc.Spec.Selector) {
+		lb.Spec.Selector, lb.Spec.Ports = svc.Spec.Selector, ports
+		return c.Client.Update(ctx, lb)
+	}
+	for _, in := range lb.Status.LoadBalancer.Ingress {
+		ip, err := netip.ParseAddr(in.IP)
+		if err != nil {
+			continue
+		}
+		want := []corev1.LoadBalancerIngress{{Hostname: LoadBalancerHostname(ip)}}
+		if equality.Semantic.DeepEqual(svc.Status.LoadBalancer.Ingress, want) {
+			return nil
+		}
+		svc.Status.LoadBalancer.Ingress = want
+		return c.Client.Status().Update(ctx, svc)
+	}
+	return nil
+}
+
+// loadBalancerMatch is what CoreDNS's template plugin matches a question
+// for a name of LoadBalancerHostname with; its groups are the address's
+// four numbers.
+var loadBalancerMatch = "^([0-9]+)-([0-9]+)-([0-9]+)-([0-9]+)[.]" + strings.ReplaceAll(LoadBalancerDomain, ".", "[.]") + "[.]$"
+
+// LoadBalancerHostname is the name under LoadBalancerDomain that resolves
+// to ip.
+func LoadBalancerHostname(ip netip.Addr) string {
+	return strings.ReplaceAll(ip.String(), ".", "-") + "." + LoadBalancerDomain
 }

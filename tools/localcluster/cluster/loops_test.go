@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"context"
+	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -58,4 +62,49 @@ func TestAllocateAddresses(t *testing.T) {
 		}
 		assert.Equal(t, ip, got, "address of %s", name)
 	}
+}
+
+// In a Namespace with LoadBalancerHostnamesLabel, a LoadBalancer Service
+// gets a Service beside it with its selector and ports, which gets an
+// address, and then reports that address's name, which the DNS's
+// expression turns back into the address; a Service elsewhere gets an
+// address as before.
+func TestLoadBalancerHostnames(t *testing.T) {
+	ports := []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 6443, TargetPort: intstr.FromInt32(6443), NodePort: 30443}}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "aws", Labels: map[string]string{LoadBalancerHostnamesLabel: "true"}}},
+		&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "aws", Name: "api", UID: "uid-api"},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "api"}, Ports: ports},
+		},
+		&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "api"},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
+		},
+	}
+	c := &Cluster{Client: fake.NewClientBuilder().WithObjects(objs...).WithStatusSubresource(&corev1.Service{}).Build()}
+	ctx := context.Background()
+	require.NoError(t, c.allocateAddresses(ctx))
+	require.NoError(t, c.allocateAddresses(ctx))
+
+	lb := &corev1.Service{}
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKey{Namespace: "aws", Name: "api-lb"}, lb))
+	assert.Equal(t, map[string]string{"app": "api"}, lb.Spec.Selector)
+	assert.Equal(t, []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 6443, TargetPort: intstr.FromInt32(6443)}}, lb.Spec.Ports)
+	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "api", UID: "uid-api"}}, lb.OwnerReferences)
+	require.Len(t, lb.Status.LoadBalancer.Ingress, 1)
+	address := lb.Status.LoadBalancer.Ingress[0].IP
+
+	svc := &corev1.Service{}
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKey{Namespace: "aws", Name: "api"}, svc))
+	require.Equal(t, []corev1.LoadBalancerIngress{{Hostname: LoadBalancerHostname(netip.MustParseAddr(address))}}, svc.Status.LoadBalancer.Ingress,
+		"a hostname and no address")
+	groups := regexp.MustCompile(loadBalancerMatch).FindStringSubmatch(svc.Status.LoadBalancer.Ingress[0].Hostname + ".")
+	require.Len(t, groups, 5, "the DNS answers for %s", svc.Status.LoadBalancer.Ingress[0].Hostname)
+	assert.Equal(t, address, strings.Join(groups[1:], "."))
+
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "api"}, svc))
+	require.Len(t, svc.Status.LoadBalancer.Ingress, 1)
+	assert.NotEmpty(t, svc.Status.LoadBalancer.Ingress[0].IP)
+	assert.NotEqual(t, address, svc.Status.LoadBalancer.Ingress[0].IP)
 }
