@@ -136,17 +136,26 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	}
 }
 
-// joinContainer lets a member that joins start etcd only once the network
-// admits its pod to a peer (cmd/etcd-restore --wait-for-peers, package
-// join): etcd asks its peers for the cluster once as it starts, and exits
-// when none answers. It reads what etcd reads, and takes etcd's resources,
-// so that the pod asks for no more than etcd does.
+// joinFlags are the flags of etcd the join init container takes from the
+// etcd container: who the member is, and the peer certificate it asks its
+// peers with.
+var joinFlags = []string{"name", "data-dir", "initial-advertise-peer-urls", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file"}
+
+// joinContainer lets a member that joins start etcd only once a peer would
+// let it join (cmd/etcd-restore --wait-for-peers, package join): etcd asks
+// its peers for the cluster once as it starts, and exits when none answers
+// or the answer is not the membership it read. It reads what etcd reads,
+// through etcd's own mounts read-only, and takes etcd's resources, so that
+// the pod asks for no more than etcd does.
 func joinContainer(in render.Input, etcd corev1.Container) corev1.Container {
 	c := render.Container("wait-for-peers", in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore",
-		[]string{"--wait-for-peers", "--name=$(POD_NAME)", "--data-dir=" + dataMount + "/data"})
+		append([]string{"--wait-for-peers"}, argsOf(etcd, joinFlags)...))
 	c.Resources = etcd.Resources
 	c.Env = slices.Clone(etcd.Env)
-	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount, ReadOnly: true}}
+	c.VolumeMounts = slices.Clone(etcd.VolumeMounts)
+	for i := range c.VolumeMounts {
+		c.VolumeMounts[i].ReadOnly = true
+	}
 	return c
 }
 
