@@ -215,7 +215,8 @@ func replaceMember(t testing.TB, key client.ObjectKey, victim string) time.Durat
 }
 
 // etcdRestarts are the etcd pods of a control plane whose etcd container
-// restarted, and how often; what it waits for (its last state) is logged.
+// restarted, and how often; what it waits for (its last state) is logged,
+// and what each pod's wait-for-peers waited for.
 func etcdRestarts(t testing.TB, key client.ObjectKey) map[string]int32 {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -224,6 +225,15 @@ func etcdRestarts(t testing.TB, key client.ObjectKey) map[string]int32 {
 	}))
 	out := map[string]int32{}
 	for _, p := range pods.Items {
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == "wait-for-peers" {
+				raw, err := clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: s.Name}).DoRaw(testContext(t))
+				if err != nil {
+					raw = []byte(err.Error())
+				}
+				t.Logf("%s wait-for-peers (restarted %d times): %s", p.Name, s.RestartCount, raw)
+			}
+		}
 		for _, s := range p.Status.ContainerStatuses {
 			if s.Name == "etcd" && s.RestartCount > 0 {
 				out[p.Name] = s.RestartCount
