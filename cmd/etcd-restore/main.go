@@ -20,6 +20,12 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == waitFlag {
+		return waitForPeers(ctx, os.Args[2:], os.Getenv, os.Stderr, log)
+	}
 	m, err := parse(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -28,9 +34,6 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "etcd-restore:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	skip, err := restore.Skip(m)
 	if err == nil && skip != "" {
 		log.Info("nothing to restore: "+skip, "member", m.Name)

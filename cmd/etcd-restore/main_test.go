@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/join"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/restore"
 )
 
@@ -30,4 +31,23 @@ func TestParse(t *testing.T) {
 
 	_, err = parse([]string{"--name=demo-etcd-0"}, func(k string) string { return env[k] }, io.Discard)
 	require.EqualError(t, err, "missing --data-dir, --initial-advertise-peer-urls, --initial-cluster-token")
+}
+
+// The wait reads who the member is and its peer certificate from etcd's
+// flags, and refuses to run without any of them.
+func TestParseJoin(t *testing.T) {
+	env := map[string]string{"ETCD_INITIAL_CLUSTER": "demo-etcd-0=https://demo-etcd-0.demo-etcd-peer.ns.svc:2380", "ETCD_INITIAL_CLUSTER_STATE": "existing"}
+	m, files, err := parseJoin([]string{
+		"--data-dir=/var/lib/etcd/data", "--initial-advertise-peer-urls=https://demo-etcd-1.demo-etcd-peer.ns.svc:2380", "--name=demo-etcd-1",
+		"--peer-cert-file=/p/tls.crt", "--peer-key-file=/p/tls.key", "--peer-trusted-ca-file=/p/ca.crt",
+	}, func(k string) string { return env[k] }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, join.Member{
+		Name: "demo-etcd-1", DataDir: "/var/lib/etcd/data", PeerURLs: "https://demo-etcd-1.demo-etcd-peer.ns.svc:2380",
+		InitialCluster: env["ETCD_INITIAL_CLUSTER"], InitialClusterState: "existing",
+	}, m)
+	assert.Equal(t, join.TLSFiles{Cert: "/p/tls.crt", Key: "/p/tls.key", CA: "/p/ca.crt"}, files)
+
+	_, _, err = parseJoin([]string{"--name=demo-etcd-1", "--data-dir=/d"}, func(k string) string { return env[k] }, io.Discard)
+	require.EqualError(t, err, "missing --initial-advertise-peer-urls, --peer-cert-file, --peer-key-file, --peer-trusted-ca-file")
 }

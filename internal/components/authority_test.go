@@ -2,6 +2,7 @@ package components
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -75,6 +76,12 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			assert.Equal(t, trusted, flagValues(members.Spec.Template.Spec.Containers[0].Args, "trusted-ca-file"))
 			assert.Equal(t, peerTrusted, flagValues(members.Spec.Template.Spec.Containers[0].Args, "peer-trusted-ca-file"))
 			assert.Equal(t, tc.bundled, mountsSecret(members.Spec.Template.Spec, "demo-etcd-trust"))
+			// A joining member's wait asks its peers as etcd will, trusting
+			// what etcd trusts.
+			join := members.Spec.Template.Spec.InitContainers[len(members.Spec.Template.Spec.InitContainers)-1]
+			require.Equal(t, "wait-for-peers", join.Name)
+			assert.Equal(t, peerTrusted, flagValues(join.Args, "peer-trusted-ca-file"))
+			assert.Equal(t, tc.bundled, slices.ContainsFunc(join.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "trust" && m.ReadOnly }))
 
 			d, err := apiServerDeployment(in)
 			require.NoError(t, err)

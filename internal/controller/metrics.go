@@ -72,7 +72,14 @@ func observePass(s *scope, wasInitialized bool) {
 	if !wasInitialized && ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) {
 		availableSeconds.Observe(time.Since(hcp.CreationTimestamp.Time).Seconds())
 	}
-	fleet.set(key, factsOf(s))
+	f := factsOf(s)
+	if s.etcdAsking {
+		// etcd's answer is not in yet: what the last one said stands, as
+		// in the status.
+		was := fleet.get(key)
+		f.dbSize, f.quota = was.dbSize, was.quota
+	}
+	fleet.set(key, f)
 }
 
 // controlPlaneFacts are what the fleet collector reports of one control
@@ -83,7 +90,8 @@ type controlPlaneFacts struct {
 	// healthy, and the members the spec asks for.
 	members, healthy, desired int
 	// dbSize is the largest database of a member, quota the smallest quota;
-	// both zero unless etcd answered in the pass.
+	// both zero unless etcd answered in the pass (or, while its answer is
+	// awaited, in the pass before).
 	dbSize, quota int64
 }
 
@@ -179,6 +187,13 @@ func (c *fleetCollector) set(cp types.NamespacedName, f controlPlaneFacts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.facts[cp] = f
+}
+
+// get is what was set for cp; zero when nothing was.
+func (c *fleetCollector) get(cp types.NamespacedName) controlPlaneFacts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.facts[cp]
 }
 
 // forget drops a control plane that is gone.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -76,9 +77,13 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	r.observeEncryption(ctx, s, in, &o)
 	s.facts = r.observeFacts(ctx, in)
 	if pods := s.facts.etcdPods; pods != nil {
-		m, err := r.etcd.Membership(ctx, r.client, in, pods.Items)
-		if err != nil {
+		m, asking, err := r.etcd.Membership(ctx, r.client, in, pods.Items, r.etcdAnswers)
+		switch {
+		case err != nil:
 			s.held[v1alpha1.EtcdReadyCondition] = failure(err)
+		case asking:
+			s.etcdAsking = true
+			s.held[v1alpha1.EtcdReadyCondition] = asWas(s.hcp, v1alpha1.EtcdReadyCondition)
 		}
 		o.Etcd = m
 		if r := s.hcp.Status.Etcd.Restoring; r != nil {
@@ -93,6 +98,17 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	s.stamp.Rotation = rotationSteps(s.in)
 }
 
+// asWas is the outcome a condition already tells, for a phase that waits
+// for an answer before it decides anything: the pass goes on as the one
+// before went on, and the condition does not flap.
+func asWas(hcp *v1alpha1.HostedControlPlane, condition string) readiness.Outcome {
+	c := conditions.Get(hcp, condition)
+	if c == nil {
+		return readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd's first answer")
+	}
+	return readiness.Outcome{Done: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message}
+}
+
 // observeExposure finds where the control plane is served: behind a gateway
 // its listener, which also gives the endpoint and the konnectivity port;
 // otherwise what the exposure Service offers. A missing or unfit Gateway
@@ -101,9 +117,16 @@ func (r *Reconciler) observeExposure(ctx context.Context, cp *v1alpha1.HostedCon
 	var host string
 	var port int32
 	if gw := cp.Spec.Gateway; gw != nil {
-		// Gateways are not ours and not in the label-scoped cache.
+		// Gateways are not ours and not in the label-scoped cache: the
+		// Gateway cache holds them once it watches them, and until then
+		// (their CRD installed after the controller started) they are read
+		// live.
 		gateway := &gatewayv1.Gateway{}
-		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
+		from := r.apiReader
+		if r.gateways != nil && r.watches.watching(gateway) {
+			from = r.gateways
+		}
+		err := from.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, gateway)
 		if apierrors.IsNotFound(err) {
 			return readiness.Problem(v1alpha1.GatewayNotFoundReason, "Gateway %s/%s does not exist: create it with a TLS passthrough listener on a wildcard hostname", gw.Namespace, gw.Name), true
 		}
@@ -255,22 +278,27 @@ func (r *Reconciler) observeFacts(ctx context.Context, in render.Input) *facts {
 	return f
 }
 
-// probe asks the API server for /readyz through the admin kubeconfig: the
-// one this pass wrote, or, when the pass stopped before writing it, the one
-// written before, which still reaches the API server.
+// probe reads the newest answer of the API server to /readyz through the
+// admin kubeconfig (the one this pass wrote, or, when the pass stopped
+// before writing it, the one written before, which still reaches the API
+// server), and asks again, outside the workers, when it is older than
+// probeFresh (see package probes): the pass never waits for the tenant's
+// network, and an answer that differs brings the next pass at once.
 func (r *Reconciler) probe(ctx context.Context, s *scope) {
-	s.probed = true
 	kubeconfig := s.kubeconfig
 	if kubeconfig == nil {
 		secret := &corev1.Secret{}
 		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: contract.ClusterKubeconfigName(s.cluster.Name)}
 		if err := r.client.Get(ctx, key, secret); err != nil {
-			s.answer = fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
+			s.probed, s.answer = true, fmt.Errorf("no kubeconfig to reach the API server with: %w", err)
 			return
 		}
 		kubeconfig = secret.Data["value"]
 	}
-	s.answer = r.prober.Probe(ctx, kubeconfig)
+	a, ok := r.probes.Answer(ctx, client.ObjectKeyFromObject(s.hcp), probeFresh, time.Now(), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.prober.Probe(ctx, kubeconfig)
+	})
+	s.probed, s.answer, s.asking = ok, a.Err, !ok
 }
 
 // restoreID is the restore in place the restore Secret is written for, when

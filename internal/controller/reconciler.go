@@ -29,6 +29,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/encryption"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/probes"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/rollout"
 	cfg "github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
@@ -47,6 +48,14 @@ const (
 	pollInterval  = 2 * time.Second
 )
 
+// At most probeWorkers API servers, and as many etcds, are asked at once,
+// outside the reconcile workers; a pass asks an API server again when the
+// answer it reads is older than probeFresh.
+const (
+	probeWorkers = 50
+	probeFresh   = time.Second
+)
+
 // Reconciler keeps the objects of each HostedControlPlane as rendered.
 type Reconciler struct {
 	client client.Client
@@ -57,8 +66,10 @@ type Reconciler struct {
 	// registries are those image overrides may pull from (see imagesAllowed).
 	registries contract.Registries
 	recorder   events.EventRecorder
-	// prober tells whether the API server answers through a kubeconfig.
+	// prober tells whether the API server answers through a kubeconfig;
+	// probes asks it outside the workers and keeps its answers.
 	prober Prober
+	probes *probes.Pool[struct{}]
 	// clusters reaches the workload clusters.
 	clusters WorkloadClusters
 	// issuers tells the management cluster's service account issuer.
@@ -66,10 +77,14 @@ type Reconciler struct {
 	// etcd reaches the hosted etcds, keeping each one's connections across
 	// passes until the control plane is deleted.
 	etcd *etcd.Checker
+	// etcdAnswers asks etcd with it outside the workers and keeps its
+	// answers (see etcd.Membership).
+	etcdAnswers *probes.Pool[etcd.Seen]
 
-	// routes reads every TLSRoute, whoever's, by hostname (see
-	// observeRouteClaims); it is the Gateway cache.
-	routes     client.Reader
+	// gateways is the Gateway cache: it reads every Gateway (see
+	// observeExposure) and every TLSRoute, whoever's, by hostname (see
+	// observeRouteClaims).
+	gateways   client.Reader
 	applier    *apply.Applier
 	watches    *optionalWatches
 	controller controller.Controller
@@ -93,10 +108,12 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 ) *Reconciler {
 	return &Reconciler{
 		client: c, apiReader: apiReader, settings: settings, registries: registries, recorder: recorder, prober: prober, clusters: clusters,
-		etcd:     etcd.NewChecker(),
-		restorer: backup.NewRestorer(c, apiReader),
-		mustRoll: rollout.NewGate(cfg.DefaultMustRollInterval),
-		applier:  &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
+		etcd:        etcd.NewChecker(),
+		probes:      probes.NewPool(probeWorkers, probes.Answered[struct{}]),
+		etcdAnswers: etcd.NewAnswers(probeWorkers),
+		restorer:    backup.NewRestorer(c, apiReader),
+		mustRoll:    rollout.NewGate(cfg.DefaultMustRollInterval),
+		applier:     &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
 
@@ -131,10 +148,15 @@ type scope struct {
 	blocked *blockedPhase
 	// kubeconfig is the admin kubeconfig, when this pass wrote it.
 	kubeconfig []byte
-	// probed tells whether this pass asked the API server; answer is what
-	// it said (nil: it answered).
+	// probed tells whether this pass read an answer of the API server;
+	// answer is what it said (nil: it answered). asking tells that it asked
+	// and no answer is held yet: the status keeps what it said.
 	probed bool
 	answer error
+	asking bool
+	// etcdAsking tells that etcd was asked and no answer this pass may
+	// decide on is held yet: its phase and its status stay as they were.
+	etcdAsking bool
 	// keys are what the encryption Secret holds; nil when it holds nothing
 	// the API servers can encrypt with (or could not be read).
 	keys *encryption.Keys
@@ -264,10 +286,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("%s: %s", b.Reason, b.Message)
 	}
 	if !s.answered() {
-		if s.probed || s.blocked.Poll {
+		if s.probed || s.blocked != nil && s.blocked.Poll {
 			return ctrl.Result{RequeueAfter: retryAfter(s, time.Now())}, nil
 		}
-		return ctrl.Result{}, nil // the objects the blocked phase waits for bring us back
+		// The objects the blocked phase waits for bring us back, or, when
+		// every phase is done and the first answer since the controller
+		// started is awaited, that answer's event (see package probes).
+		return ctrl.Result{}, nil
 	}
 	// The workload cluster's components come once the API server answers;
 	// their failures are theirs and leave the control plane Available.

@@ -43,7 +43,7 @@ func (r *Reconciler) mapRoute(ctx context.Context, obj client.Object) []reconcil
 	var out []reconcile.Request
 	for _, host := range routeHostnames(obj) {
 		routes := &gatewayv1.TLSRouteList{}
-		if err := r.routes.List(ctx, routes, client.MatchingFields{hostnameField: host}); err != nil {
+		if err := r.gateways.List(ctx, routes, client.MatchingFields{hostnameField: host}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "list TLSRoutes by hostname", "hostname", host)
 			return nil
 		}
@@ -63,13 +63,13 @@ func (r *Reconciler) mapRoute(ctx context.Context, obj client.Object) []reconcil
 // before that cache watches them (their CRD missing: applying our routes
 // then says so).
 func (r *Reconciler) observeRouteClaims(ctx context.Context, cp *v1alpha1.HostedControlPlane, listener contract.GatewayListener, hosts []string) ([]render.RouteClaim, error) {
-	if r.routes == nil || !r.watches.indexed(hostnameField) {
+	if r.gateways == nil || !r.watches.indexed(hostnameField) {
 		return nil, nil
 	}
 	var claims []render.RouteClaim
 	for _, host := range hosts {
 		routes := &gatewayv1.TLSRouteList{}
-		if err := r.routes.List(ctx, routes, client.MatchingFields{hostnameField: host}); err != nil {
+		if err := r.gateways.List(ctx, routes, client.MatchingFields{hostnameField: host}); err != nil {
 			return nil, fmt.Errorf("list TLSRoutes claiming %s: %w", host, err)
 		}
 		for i := range routes.Items {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -13,12 +14,15 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -100,6 +104,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(mapCluster)).
 		// A new connection to a workload cluster brings its add-ons.
 		WatchesRawSource(r.clusters.GetClusterSource("hostedcontrolplane", mapCluster)).
+		// News from an API server (see probe) or an etcd (etcd.Membership).
+		WatchesRawSource(answers(r.probes.Events())).
+		WatchesRawSource(answers(r.etcdAnswers.Events())).
 		Build(r)
 	if err != nil {
 		return err
@@ -144,8 +151,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			index:      &fieldIndex{field: hostnameField, values: routeHostnames},
 		},
 	}}
-	r.routes = gateways
+	r.gateways = gateways
 	return nil
+}
+
+// answers wakes the control plane of each key sent on events.
+func answers(events <-chan event.TypedGenericEvent[types.NamespacedName]) source.TypedSource[reconcile.Request] {
+	return source.TypedChannel(events, handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(reconcile.Request{NamespacedName: e.Object})
+		},
+	})
 }
 
 // mapGateway wakes the control planes served through a Gateway.
@@ -232,13 +248,18 @@ func (w *optionalWatches) watching(obj client.Object) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	gvk := obj.GetObjectKind().GroupVersionKind()
 	for _, k := range w.kinds {
-		if k.watched && k.obj.GetObjectKind().GroupVersionKind() == gvk {
+		if k.watched && sameKind(k.obj, obj) {
 			return true
 		}
 	}
 	return false
+}
+
+// sameKind tells whether a and b are of one kind: of one Go type and, for
+// unstructured objects, which carry their kind, of one GroupVersionKind.
+func sameKind(a, b client.Object) bool {
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && a.GetObjectKind().GroupVersionKind() == b.GetObjectKind().GroupVersionKind()
 }
 
 // indexed tells whether the cache index of field exists yet.

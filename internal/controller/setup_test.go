@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,4 +37,25 @@ func TestMapGateway(t *testing.T) {
 		{NamespacedName: client.ObjectKey{Namespace: "a", Name: "one"}},
 		{NamespacedName: client.ObjectKey{Namespace: "b", Name: "two"}},
 	}, got)
+}
+
+// A kind counts as watched only when that kind is: typed objects carry no
+// kind of their own, so a watched Certificate is no watched Gateway (the
+// Gateway would then be read from a cache that does not hold it).
+func TestWatchingTellsKindsApart(t *testing.T) {
+	w := &optionalWatches{kinds: []optionalKind{
+		{obj: &cmv1.Certificate{}, watched: true},
+		{obj: &gatewayv1.Gateway{}},
+		{obj: ciliumNetworkPolicy()},
+	}}
+	assert.True(t, w.watching(&cmv1.Certificate{}))
+	assert.False(t, w.watching(&gatewayv1.Gateway{}))
+	assert.False(t, w.watching(ciliumNetworkPolicy()))
+	w.kinds[1].watched = true
+	assert.True(t, w.watching(&gatewayv1.Gateway{}))
+	other := ciliumNetworkPolicy()
+	other.SetKind("CiliumClusterwideNetworkPolicy")
+	w.kinds[2].watched = true
+	assert.True(t, w.watching(ciliumNetworkPolicy()))
+	assert.False(t, w.watching(other))
 }

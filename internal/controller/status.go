@@ -168,8 +168,11 @@ func updateStatus(s *scope) {
 		setCondition(hcp, v1alpha1.ClusterReadyCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterReason,
 			"waiting for a Cluster whose spec.controlPlaneRef names this control plane; Cluster API then sets the owner reference")
 	}
-	c := available(s)
-	setCondition(hcp, c.Type, c.Status, c.Reason, c.Message)
+	// While the first answer since the controller started is awaited, what
+	// was said of the API server stands.
+	if c := available(s); !s.asking || conditions.Get(hcp, c.Type) == nil {
+		setCondition(hcp, c.Type, c.Status, c.Reason, c.Message)
+	}
 	if s.answered() {
 		st.Initialization.ControlPlaneInitialized = ptr.To(true)
 	} else if s.held != nil && (s.blocked == nil || !s.blocked.Warn) {
@@ -214,9 +217,9 @@ func updateStatus(s *scope) {
 	}
 	// etcd reports the members etcd lists (as recorded while it does not
 	// answer, none of them healthy then) and the smallest volume a member
-	// has been given; objects that cannot be read keep what was reported
-	// before.
-	if m := s.in.Etcd; m != nil {
+	// has been given; objects that cannot be read, and an answer of etcd
+	// not in yet, keep what was reported before.
+	if m := s.in.Etcd; m != nil && !s.etcdAsking {
 		st.Etcd.Members = etcd.Members(m)
 		if m.Answered {
 			st.Etcd.MemberStatuses = etcd.MemberStatuses(m)

@@ -148,6 +148,15 @@ func TestChanges(t *testing.T) {
 		"spec.containers[tunnel]",
 	}, Changes(current, next))
 	assert.Empty(t, Changes(current, current))
+
+	// A release that adds an init container (etcd's wait-for-peers) changes
+	// the pod template as any other rendering does, and is held as one.
+	withInit := workload(map[string]any{"spec": map[string]any{
+		"containers":     []any{map[string]any{"name": "etcd"}},
+		"initContainers": []any{map[string]any{"name": "wait-for-peers"}},
+	}})
+	assert.Equal(t, []string{"spec.initContainers"},
+		Changes(workload(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd"}}}}), withInit))
 }
 
 func TestGate(t *testing.T) {

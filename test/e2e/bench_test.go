@@ -73,7 +73,7 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
 // takes from spec.etcd.replicas raised from 1 to 3 to three healthy voters,
 // and from a member's pod and volume deleted to three healthy voters again
-// (most of it the minute a member may stay down before it is replaced), and
+// (replaced at once, its volume being new), and
 // how often the new members' containers restarted on the way (a member that
 // joins cleanly starts once).
 func BenchmarkEtcdMembership(b *testing.B) {

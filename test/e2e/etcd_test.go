@@ -52,6 +52,9 @@ func TestEtcdMembership(t *testing.T) {
 			setEtcdReplicas(t, key, members)
 			voters := waitVoters(t, key, members)
 			t.Logf("%d healthy voters %s after asking: %v", members, time.Since(start).Round(time.Second), voters)
+			// Every member joins on its first start, none restarting on
+			// the way (see package join).
+			assert.Equal(t, map[string]int32{}, etcdRestarts(t, key), "etcd containers that restarted")
 		}
 	})
 
@@ -59,6 +62,10 @@ func TestEtcdMembership(t *testing.T) {
 		victim := "members-etcd-1"
 		took := replaceMember(t, key, victim)
 		t.Logf("3 healthy voters %s after the pod and volume of %s were deleted", took.Round(time.Second), victim)
+		// The replacement, on a new volume, joins on its first start: the
+		// pod the StatefulSet made after the controller deleted the one
+		// whose etcd refused to start.
+		assert.Equal(t, map[string]int32{}, etcdRestarts(t, key), "etcd containers that restarted")
 		events := &corev1.EventList{}
 		require.NoError(t, k8s.List(testContext(t), events, client.InNamespace(ns)))
 		replaced := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
@@ -205,6 +212,38 @@ func replaceMember(t testing.TB, key client.ObjectKey, victim string) time.Durat
 		return fmt.Errorf("voters %v (before: %v)", after, before)
 	})
 	return time.Since(start)
+}
+
+// etcdRestarts are the etcd pods of a control plane whose etcd container
+// restarted, and how often; what it waits for (its last state) is logged,
+// and what each pod's wait-for-peers waited for.
+func etcdRestarts(t testing.TB, key client.ObjectKey) map[string]int32 {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(key.Namespace), client.MatchingLabels{
+		contract.ControlPlaneLabel: key.Name, contract.ComponentLabel: contract.EtcdComponent,
+	}))
+	out := map[string]int32{}
+	for _, p := range pods.Items {
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == "wait-for-peers" {
+				raw, err := clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: s.Name}).DoRaw(testContext(t))
+				if err != nil {
+					raw = []byte(err.Error())
+				}
+				t.Logf("%s wait-for-peers (restarted %d times): %s", p.Name, s.RestartCount, raw)
+			}
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "etcd" && s.RestartCount > 0 {
+				out[p.Name] = s.RestartCount
+				if term := s.LastTerminationState.Terminated; term != nil {
+					t.Logf("%s restarted %d times, last: exit %d %s: %s", p.Name, s.RestartCount, term.ExitCode, term.Reason, term.Message)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // setEtcdReplicas sets spec.etcd.replicas, with the consent a scale-down

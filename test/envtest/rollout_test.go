@@ -75,6 +75,9 @@ func withControllerBinary(t *testing.T, bin string, settings ...string) {
 	controller = restarted
 	t.Cleanup(func() {
 		stopController(t)
+		// A pass that panics still writes its status (a deferred patch)
+		// but skips what follows it, such as the events it tells.
+		assert.NotContains(t, restarted.Output(), "Observed a panic", "the controller %s panicked", bin)
 		var err error
 		controller, err = env.StartController(binDir)
 		require.NoError(t, err, "start the controller of this build again")
@@ -146,7 +149,7 @@ func TestControllerUpgradeRestartsNoPod(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
 		return e.Reason == v1alpha1.RolloutPendingReason && e.Type == corev1.EventTypeNormal &&
 			strings.Contains(e.Message, "Deployment held-apiserver (spec.containers[konnectivity-server].args, spec.containers[kube-apiserver].args)")
-	}), "a RolloutPending event names what is held")
+	}), "a RolloutPending event names what is held; events: %v", eventNotes(events.Items))
 	assert.Equal(t, before, workloads(t, ns, "held"), "no pod template changed")
 
 	// A rollout asked for later changes nothing yet.
@@ -301,4 +304,13 @@ func pauseOtherClusters(t *testing.T, namespaces ...string) {
 			}
 		})
 	}
+}
+
+// eventNotes are the reasons and messages of events, for a failure to show.
+func eventNotes(events []corev1.Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
 }

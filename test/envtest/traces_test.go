@@ -24,10 +24,12 @@ import (
 // endpoint of none): every pass over a control plane is a root span with
 // the control plane's namespace and names, each phase a child span that
 // owns the management cluster's REST requests it made; the observation
-// that begins a pass has an etcd health check whose gRPC calls to the
-// member are its children, the probe of the API server its HTTP request,
-// and a pass that keeps the workload cluster a workload sync span whose
-// phases own the workload requests. No span carries a value of the control plane's Secrets.
+// that begins a pass that asked etcd (outside the workers, see package
+// probes) has an etcd health check whose gRPC calls to the member are its
+// children, the probe of a pass that asked the API server its HTTP
+// request, and a pass that keeps the workload cluster a workload sync span
+// whose phases own the workload requests. No span carries a value of the
+// control plane's Secrets.
 func TestTraces(t *testing.T) {
 	receiver, err := StartOTLPReceiver()
 	require.NoError(t, err)
@@ -41,19 +43,20 @@ func TestTraces(t *testing.T) {
 	setStatus(t, cluster, func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
 	waitCondition(t, hcp, v1alpha1.CoreDNSReadyCondition, metav1.ConditionTrue, v1alpha1.NoNodesReason)
 
+	cp := client.ObjectKeyFromObject(hcp)
 	var tr traces
-	var creation, workload Span
-	waitFor(t, "a pass that created objects and one that kept the workload cluster", func() error {
+	var creation, workload, checked, probed Span
+	waitFor(t, "a pass that created objects, one that kept the workload cluster and ones that asked etcd and the API server", func() error {
 		tr = newTraces(receiver.Spans(), "hosted-control-plane-controller")
 		var ok bool
-		if creation, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if creation, ok = tr.firstPass(cp, func(pass Span) bool {
 			return slices.ContainsFunc(tr.children(pass, "phase "+v1alpha1.CertificatesReadyCondition), func(p Span) bool {
 				return len(tr.children(p, "HTTP PATCH")) > 0
 			})
 		}); !ok {
 			return fmt.Errorf("no pass applied the certificates among %d spans", len(tr.spans))
 		}
-		if workload, ok = tr.firstPass(ns, name, func(pass Span) bool {
+		if workload, ok = tr.firstPass(cp, func(pass Span) bool {
 			for _, sync := range tr.children(pass, "workload sync") {
 				for _, p := range tr.children(sync, "phase "+v1alpha1.CoreDNSReadyCondition) {
 					if len(tr.children(p, "workload APPLY")) > 0 {
@@ -65,9 +68,35 @@ func TestTraces(t *testing.T) {
 		}); !ok {
 			return fmt.Errorf("no pass applied CoreDNS in the workload cluster among %d spans", len(tr.spans))
 		}
+		// A pass asks etcd and the API server only when the answer it
+		// reads is older than a second; the asks run outside the workers,
+		// below the step of the pass that asked.
+		if checked, ok = tr.firstPass(cp, func(pass Span) bool {
+			for _, o := range tr.children(pass, "observe") {
+				for _, c := range tr.children(o, "etcd health check") {
+					if len(tr.children(c, "etcdserverpb.Maintenance/Status")) > 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}); !ok {
+			return fmt.Errorf("no pass asked etcd among %d spans", len(tr.spans))
+		}
+		if probed, ok = tr.firstPass(cp, func(pass Span) bool {
+			for _, p := range tr.children(pass, "probe") {
+				if len(tr.children(p, "HTTP GET")) > 0 {
+					return true
+				}
+			}
+			return false
+		}); !ok {
+			return fmt.Errorf("no pass asked the API server among %d spans", len(tr.spans))
+		}
 		return nil
 	})
 	t.Logf("the pass that created objects:\n%s\nthe pass that kept the workload cluster:\n%s", tr.tree(creation), tr.tree(workload))
+	t.Logf("a pass that asked etcd:\n%s\na pass that asked the API server:\n%s", tr.tree(checked), tr.tree(probed))
 
 	for _, pass := range []Span{creation, workload} {
 		assert.Empty(t, pass.ParentID, "a pass is a root span")
@@ -89,7 +118,7 @@ func TestTraces(t *testing.T) {
 	}
 
 	// The pass that kept the workload cluster went through every management
-	// phase, checked etcd and probed the API server first.
+	// phase, observed etcd and read the API server's answer first.
 	var names []string
 	for _, p := range tr.children(workload, "phase ") {
 		names = append(names, strings.TrimPrefix(p.Name, "phase "))
@@ -98,16 +127,14 @@ func TestTraces(t *testing.T) {
 		v1alpha1.ClusterReadyCondition, v1alpha1.ExposureReadyCondition, v1alpha1.CertificatesReadyCondition, v1alpha1.KubeconfigReadyCondition,
 		v1alpha1.EtcdReadyCondition, v1alpha1.APIServerReadyCondition, v1alpha1.ControllersReadyCondition,
 	}, names)
-	observe := tr.children(workload, "observe")
-	require.Len(t, observe, 1)
-	checks := tr.descendants(observe[0], "etcd health check")
-	require.NotEmpty(t, checks, "the pass observes etcd's members before its phases")
+	assert.Len(t, tr.children(workload, "observe"), 1)
+	assert.Len(t, tr.children(workload, "probe"), 1)
+	checks := tr.children(tr.children(checked, "observe")[0], "etcd health check")
+	require.Len(t, checks, 1, "one ask of etcd per pass at most")
 	assert.Equal(t, ns, checks[0].Attributes["k8s.namespace.name"])
 	assert.Equal(t, cluster.Name, checks[0].Attributes["hostedcp.cluster"])
-	assert.NotEmpty(t, tr.children(checks[0], "etcdserverpb.Maintenance/Status"), "etcd's status asked over gRPC")
-	probes := tr.children(workload, "probe")
-	require.Len(t, probes, 1)
-	get := tr.children(probes[0], "HTTP GET")
+	assert.NotEmpty(t, tr.children(checks[0], "etcdserverpb.Cluster/MemberList"), "etcd's members asked over gRPC")
+	get := tr.children(tr.children(probed, "probe")[0], "HTTP GET")
 	require.Len(t, get, 1, "the probe's request")
 	assert.Contains(t, get[0].Attributes["url.full"], "/readyz")
 	sync := tr.children(workload, "workload sync")[0]
@@ -165,22 +192,10 @@ func (tr traces) children(s Span, prefix string) []Span {
 	return out
 }
 
-// descendants are the spans below s whose names begin with prefix.
-func (tr traces) descendants(s Span, prefix string) []Span {
-	var out []Span
-	for _, c := range tr.children(s, "") {
-		if strings.HasPrefix(c.Name, prefix) {
-			out = append(out, c)
-		}
-		out = append(out, tr.descendants(c, prefix)...)
-	}
-	return out
-}
-
-// firstPass is the first pass over the control plane ns/name for which ok.
-func (tr traces) firstPass(ns, name string, ok func(Span) bool) (Span, bool) {
+// firstPass is the first pass over the control plane cp for which ok.
+func (tr traces) firstPass(cp client.ObjectKey, ok func(Span) bool) (Span, bool) {
 	for _, s := range tr.spans {
-		if s.Name == "reconcile" && s.Attributes["k8s.namespace.name"] == ns && s.Attributes["hostedcp.control_plane"] == name && ok(s) {
+		if s.Name == "reconcile" && s.Attributes["k8s.namespace.name"] == cp.Namespace && s.Attributes["hostedcp.control_plane"] == cp.Name && ok(s) {
 			return s, true
 		}
 	}

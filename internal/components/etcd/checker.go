@@ -61,6 +61,9 @@ type Checker struct {
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*clusterClients
+	// changed is when a change to each cluster was last started (see
+	// Membership).
+	changed map[types.NamespacedName]time.Time
 }
 
 // clusterClients are the clients of one cluster, made with the credentials
@@ -212,6 +215,14 @@ func (c *Checker) clients(t Target) (map[string]*clientv3.Client, error) {
 	return maps.Clone(cc.byEndpoint), nil
 }
 
+// changedAt is when a change to cluster was last started; zero when none
+// was.
+func (c *Checker) changedAt(cluster types.NamespacedName) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed[cluster]
+}
+
 func (c *Checker) callTimeout() time.Duration {
 	return cmp.Or(c.CallTimeout, DefaultCallTimeout)
 }
@@ -351,12 +362,19 @@ func (c *Checker) DisarmNoSpace(ctx context.Context, t Target, endpoint string) 
 	})
 }
 
-// call runs f with the client of endpoint, bounded by timeout.
+// call runs f, a change, with the client of endpoint, bounded by timeout.
+// What was observed of the cluster before it started is outdated.
 func (c *Checker) call(ctx context.Context, t Target, endpoint string, timeout time.Duration, f func(context.Context, *clientv3.Client) error) error {
 	clients, err := c.clients(t)
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	if c.changed == nil {
+		c.changed = map[types.NamespacedName]time.Time{}
+	}
+	c.changed[t.Cluster] = time.Now()
+	c.mu.Unlock()
 	cli := clients[endpoint]
 	if cli == nil {
 		return fmt.Errorf("no etcd client for %s: it is not an endpoint of %s", endpoint, t.Cluster)
@@ -370,6 +388,7 @@ func (c *Checker) call(ctx context.Context, t Target, endpoint string, timeout t
 func (c *Checker) Forget(cluster types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.changed, cluster)
 	if cc := c.clusters[cluster]; cc != nil {
 		cc.close()
 		delete(c.clusters, cluster)

@@ -142,6 +142,14 @@ func TestNextChange(t *testing.T) {
 		m.Members[i].Pod.Exit = &render.EtcdExit{Code: 137, Reason: "OOMKilled"}
 		return m
 	}
+	// newVolume: the member crashed once, on a claim other than the one it
+	// ran healthy on.
+	newVolume := func(m *render.EtcdMembership, since time.Duration, i int) *render.EtcdMembership {
+		m = down(m, since, i)
+		m.Members[i].Pod.Restarts, m.Members[i].Pod.Claim = 0, "claim-new"
+		m.HealthyClaims = map[string]string{m.Members[i].Name: "claim-old"}
+		return m
+	}
 	replaced := func(m *render.EtcdMembership, ago ...time.Duration) *render.EtcdMembership {
 		for _, a := range ago {
 			m.Replacements = append(m.Replacements, render.EtcdReplacement{Member: "demo-etcd-1", At: now.Add(-a)})
@@ -167,17 +175,24 @@ func TestNextChange(t *testing.T) {
 			want: "replacing member demo-etcd-1, down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data " +
 				"(its etcd container exited with code 2 (Error))",
 		},
-		"a voter down for a while":             {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
-		"two of three voters down":             {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},
-		"two of five voters down":              {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3), want: "replacing member demo-etcd-1, " + "down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
-		"three of five voters down":            {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 2, 3)},
-		"the only voter down":                  {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
-		"a voter failing on a new spec":        {replicas: 3, m: stuck(membership(3), 2)},
-		"a voter killed for its memory":        {replicas: 3, m: elsewhere(membership(3), 2)},
-		"within the backoff":                   {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 5*time.Minute)},
-		"after the backoff":                    {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 11*time.Minute), want: "replacing member demo-etcd-2, down since 2026-11-23T11:00:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
-		"within the doubled backoff":           {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 2*time.Hour, 15*time.Minute)},
-		"a member replaced as often as it may": {replicas: 3, m: replaced(down(membership(3), 30*time.Hour, 1), 20*time.Hour, 10*time.Hour, 5*time.Hour)},
+		"a voter down for a while": {replicas: 3, m: down(membership(3), 30*time.Second, 1)},
+		"a voter on a new, empty volume, at once": {
+			replicas: 3, m: newVolume(membership(3), 5*time.Second, 1),
+			want: "replacing member demo-etcd-1, down since 2026-11-23T11:59:55Z on the pod spec it ran healthy on, as its etcd refuses its data " +
+				"(its etcd container exited with code 2 (Error))",
+		},
+		"a voter on a new volume, no quorum":          {replicas: 3, m: down(newVolume(membership(3), 5*time.Second, 1), 5*time.Second, 2)},
+		"a voter on a new volume, within the backoff": {replicas: 3, m: replaced(newVolume(membership(3), 5*time.Second, 1), 5*time.Minute)},
+		"two of three voters down":                    {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},
+		"two of five voters down":                     {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 3), want: "replacing member demo-etcd-1, " + "down since 2026-11-23T11:58:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"three of five voters down":                   {replicas: 5, m: down(membership(5), 2*time.Minute, 1, 2, 3)},
+		"the only voter down":                         {replicas: 1, m: down(membership(1), 2*time.Minute, 0)},
+		"a voter failing on a new spec":               {replicas: 3, m: stuck(membership(3), 2)},
+		"a voter killed for its memory":               {replicas: 3, m: elsewhere(membership(3), 2)},
+		"within the backoff":                          {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 5*time.Minute)},
+		"after the backoff":                           {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 11*time.Minute), want: "replacing member demo-etcd-2, down since 2026-11-23T11:00:00Z on the pod spec it ran healthy on, as its etcd refuses its data (its etcd container exited with code 2 (Error))"},
+		"within the doubled backoff":                  {replicas: 3, m: replaced(down(membership(3), time.Hour, 2), 2*time.Hour, 15*time.Minute)},
+		"a member replaced as often as it may":        {replicas: 3, m: replaced(down(membership(3), 30*time.Hour, 1), 20*time.Hour, 10*time.Hour, 5*time.Hour)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To(tc.replicas)}), tc.m)

@@ -106,6 +106,14 @@
 //     what its volume holds, the one thing that changed: a volume lost or
 //     replaced by an empty one, a database overwritten or corrupt. That
 //     member is replaced;
+//   - a member whose pod runs the very revision it ran healthy on, on a
+//     volume whose claim is not the one it ran healthy on (its claim was
+//     deleted and the StatefulSet made a new, empty one; the controller
+//     records each member's claim beside its revision, in the annotation
+//     HealthyClaimsAnnotation), and whose etcd exits by itself with an
+//     error, even once (Lost), has lost its data for certain: no wait or
+//     restart can bring it back, and nothing is on the new volume to lose.
+//     That member is replaced at once;
 //   - anything else (Elsewhere) is no evidence about the data and is left
 //     alone, said in EtcdReady (EtcdMemberDown) once it lasts longer than
 //     ReplaceAfter: a pod without a node (a cordoned or lost node), an image
@@ -123,7 +131,7 @@
 // under a running control plane is a change the revision does not show.
 //
 // A replacement waits until the member has been down for longer than
-// ReplaceAfter, is made only while the healthy voters are a quorum of all
+// ReplaceAfter (a Lost one does not wait), is made only while the healthy voters are a quorum of all
 // the voters (so etcd accepts the removal and those that stay keep a
 // quorum: never for one member), one at a time (not while a learner
 // catches up), ReplaceBackoff after the one before, doubled for each

@@ -20,6 +20,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/probes"
 )
 
 // etcd reads these from its environment as --initial-cluster and
@@ -114,31 +115,106 @@ func membersConfigMap(in render.Input) *corev1.ConfigMap {
 
 // Membership observes a control plane's etcd for a pass: the member list and
 // health etcd reports through its pods when one answers, otherwise what the
-// members ConfigMap last recorded; nil before etcd runs.
-func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Input, etcdPods []corev1.Pod) (*render.EtcdMembership, error) {
+// members ConfigMap last recorded; nil before etcd runs. etcd is asked
+// outside the pass, in answers (see package probes), at most answerFresh
+// before: asking tells that it was asked and no answer is held yet, or
+// none since the last change this Checker made, which a pass must not
+// decide on again; the pass then waits for the answer, which its event
+// brings.
+func (c *Checker) Membership(ctx context.Context, r client.Reader, in render.Input, etcdPods []corev1.Pod, answers *probes.Pool[Seen]) (m *render.EtcdMembership, asking bool, err error) {
 	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm)
+	err = r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm)
 	if apierrors.IsNotFound(err) {
 		cm = nil
 	} else if err != nil {
-		return nil, fmt.Errorf("read the etcd members ConfigMap: %w", err)
+		return nil, false, fmt.Errorf("read the etcd members ConfigMap: %w", err)
 	}
 	cluster := types.NamespacedName{Namespace: in.Namespace(), Name: in.ClusterName()}
-	if t, err := PodsTarget(ctx, r, cluster, etcdPods); err == nil && len(t.Endpoints) > 0 {
-		o, err := c.Observe(ctx, t)
-		if err != nil {
-			return nil, err
+	t, err := PodsTarget(ctx, r, cluster, etcdPods)
+	if err == nil && len(t.Endpoints) > 0 {
+		key := types.NamespacedName{Namespace: in.Namespace(), Name: in.ControlPlane.Name}
+		answers.Outdate(key, c.changedAt(cluster))
+		answers.Outdate(key, podsSince(etcdPods, time.Now()))
+		a, ok := answers.Answer(ctx, key, answerFresh, time.Now(), func(ctx context.Context) (Seen, error) {
+			o, err := c.Observe(ctx, t)
+			return Seen{Observation: o, Pods: t.Names}, err
+		})
+		if !ok {
+			return recorded(cm), true, nil
 		}
-		if o.MembersErr == nil && len(o.Members) > 0 {
-			m := MembershipOf(o, t.Names, peerNames(in))
+		if a.Err != nil {
+			return nil, false, a.Err
+		}
+		if a.Value.MembersErr == nil && len(a.Value.Members) > 0 {
+			m = MembershipOf(a.Value.Observation, a.Value.Pods, peerNames(in))
 			withPods(m, etcdPods)
-			if cm != nil {
-				m.HealthyRevisions, m.Replacements = records(cm)
+			if err := withClaims(ctx, r, in.Namespace(), m); err != nil {
+				return nil, false, err
 			}
-			return m, nil
+			if cm != nil {
+				records(m, cm)
+			}
+			return m, false, nil
 		}
 	}
-	return recorded(cm), nil
+	return recorded(cm), false, nil
+}
+
+// podsSince is when the newest of etcd's pods was created, its timestamp's
+// second added (it is truncated to one), and never later than now: an
+// answer asked before then was given for a pod that is gone, and its health
+// is not the new pod's, which may run a new spec or on a new volume (see
+// recordHealthy, which records what a member ran healthy on). A pass
+// decides on an answer asked since.
+func podsSince(etcdPods []corev1.Pod, now time.Time) time.Time {
+	var newest time.Time
+	for _, p := range etcdPods {
+		if created := p.CreationTimestamp.Add(time.Second); created.After(newest) {
+			newest = created
+		}
+	}
+	if newest.After(now) {
+		return now
+	}
+	return newest
+}
+
+// answerFresh is how old an answer of etcd a pass decides on may be before
+// it asks again.
+const answerFresh = time.Second
+
+// Seen is an answer of etcd to the controller's checks: what it observed,
+// and the pod of each endpoint asked.
+type Seen struct {
+	Observation
+	Pods map[string]string
+}
+
+// NewAnswers returns the Pool in which the controller asks etcd, at most
+// workers control planes at once, each ask bounded by the Checker's call
+// timeout.
+func NewAnswers(workers int) *probes.Pool[Seen] { return probes.NewPool(workers, sameGist) }
+
+// sameGist tells whether two answers agree on what a pass decides on: the
+// members and their roles, who answers, who leads, the alarms. A database
+// that grew is no news: the next pass reads it.
+func sameGist(before, after probes.Answer[Seen]) bool {
+	return gist(before) == gist(after)
+}
+
+func gist(a probes.Answer[Seen]) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "err=%t members-err=%t alarms-err=%t;", a.Err != nil, a.Value.MembersErr != nil, a.Value.AlarmsErr != nil)
+	for _, s := range a.Value.Statuses {
+		fmt.Fprintf(&b, "%s=%s:%t,%x,%x,%t;", s.Endpoint, a.Value.Pods[s.Endpoint], s.Err == nil, s.MemberID, s.Leader, s.Learner)
+	}
+	for _, m := range a.Value.Members {
+		fmt.Fprintf(&b, "%x=%s,%t,%v;", m.ID, m.Name, m.Learner, m.PeerURLs)
+	}
+	for _, al := range a.Value.Alarms {
+		fmt.Fprintf(&b, "%x:%s;", al.MemberID, al.Type)
+	}
+	return b.String()
 }
 
 // peerNames maps the peer URL of each member a control plane may have to its
@@ -202,6 +278,23 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	report := Evaluate(own, 1)
 	m.Problems, m.OnlyFull = report.Problems, report.OnlyFull
 	return m
+}
+
+// withClaims records the claim of each member's data volume, which tells a
+// volume that was replaced (see Lost).
+func withClaims(ctx context.Context, r client.Reader, namespace string, m *render.EtcdMembership) error {
+	for i := range m.Members {
+		claim := &corev1.PersistentVolumeClaim{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claimName + "-" + m.Members[i].Name}, claim)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read the claim of member %s: %w", m.Members[i].Name, err)
+		case claim.DeletionTimestamp.IsZero():
+			m.Members[i].Pod.Claim = string(claim.UID)
+		}
+	}
+	return nil
 }
 
 // withPods records what each member's pod shows, and when it turned not

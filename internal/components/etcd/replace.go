@@ -22,12 +22,14 @@ import (
 
 // What the controller records on the members ConfigMap, beside what it
 // renders there: the revision of the pod spec each member last ran healthy
-// on (a JSON object, member to revision) and the replacements it made
+// on (a JSON object, member to revision), the UID of the claim of the
+// volume it ran healthy on (member to UID), and the replacements it made
 // within ReplaceWindow (a JSON list of {member, at}). Annotations of the
 // ConfigMap, not the status: neither can be observed again once lost, and
 // the ConfigMap lives and goes with the etcd it describes.
 const (
 	HealthyRevisionsAnnotation = "controlplane.cluster.x-k8s.io/etcd-healthy-revisions"
+	HealthyClaimsAnnotation    = "controlplane.cluster.x-k8s.io/etcd-healthy-claims"
 	ReplacementsAnnotation     = "controlplane.cluster.x-k8s.io/etcd-replacements"
 )
 
@@ -64,6 +66,11 @@ const (
 	// and its etcd now ends by itself, again and again, with an error: what
 	// changed is what its volume holds (lost, overwritten, corrupt).
 	Data
+	// Lost: the member ran healthy on the very spec it has, on another
+	// volume than the one its pod has now (the claim was deleted and the
+	// StatefulSet made a new, empty one), and its etcd ends by itself with
+	// an error: its data is gone for certain, and no wait brings it back.
+	Lost
 )
 
 // Diagnosis is what the controller makes of a voting member that is down.
@@ -73,9 +80,10 @@ type Diagnosis struct {
 	Says string
 }
 
-// Diagnose tells why a member is down from its pod and the revision of the
-// pod spec it last ran healthy on (empty when none was recorded).
-func Diagnose(member render.EtcdMember, ranHealthyOn string) Diagnosis {
+// Diagnose tells why a member is down from its pod, the revision of the
+// pod spec it last ran healthy on and the claim of the volume it ran
+// healthy on (each empty when none was recorded).
+func Diagnose(member render.EtcdMember, ranHealthyOn, healthyClaim string) Diagnosis {
 	p := member.Pod
 	d := Diagnosis{Says: says(p)}
 	switch {
@@ -83,10 +91,17 @@ func Diagnose(member render.EtcdMember, ranHealthyOn string) Diagnosis {
 		d.Cause = Elsewhere
 	case p.Revision != ranHealthyOn:
 		d.Cause = NewSpec
+	case endsByItself(p) && healthyClaim != "" && p.Claim != "" && p.Claim != healthyClaim:
+		d.Cause = Lost
 	case endsByItself(p) && p.Restarts >= minRestarts:
 		d.Cause = Data
 	}
 	return d
+}
+
+// diagnose is Diagnose of a voter of m, with what m recorded of it.
+func diagnose(m *render.EtcdMembership, v render.EtcdMember) Diagnosis {
+	return Diagnose(v, m.HealthyRevisions[v.Name], m.HealthyClaims[v.Name])
 }
 
 // endsByItself tells whether the member's etcd container is not running
@@ -168,18 +183,20 @@ func bounded(s string) string {
 
 // replacement is the down voter to replace now, and why; false when none
 // may be: one whose data etcd refuses (see Diagnose), down for longer than
-// ReplaceAfter, while the healthy voters are a quorum (see keepsQuorum),
-// and the backoff and limit allow it (see mayReplace).
+// ReplaceAfter, or at once when its data is gone for certain (Lost), while
+// the healthy voters are a quorum (see keepsQuorum), and the backoff and
+// limit allow it (see mayReplace).
 func replacement(m *render.EtcdMembership, voters []render.EtcdMember, now time.Time) (render.EtcdMember, string, bool) {
 	if !keepsQuorum(voters) {
 		return render.EtcdMember{}, "", false
 	}
 	for _, v := range voters {
-		if v.Healthy || v.DownSince.IsZero() || now.Sub(v.DownSince) <= ReplaceAfter {
+		if v.Healthy || v.DownSince.IsZero() {
 			continue
 		}
-		d := Diagnose(v, m.HealthyRevisions[v.Name])
-		if _, _, ok := mayReplace(m.Replacements, v.Name, now); d.Cause == Data && ok {
+		d := diagnose(m, v)
+		evidence := d.Cause == Lost || (d.Cause == Data && now.Sub(v.DownSince) > ReplaceAfter)
+		if _, _, ok := mayReplace(m.Replacements, v.Name, now); evidence && ok {
 			return v, d.Says, true
 		}
 	}
@@ -230,7 +247,7 @@ func downMembers(in render.Input, sts *appsv1.StatefulSet, now time.Time) (readi
 		if v.Healthy || v.DownSince.IsZero() {
 			continue
 		}
-		d := Diagnose(v, m.HealthyRevisions[v.Name])
+		d := diagnose(m, v)
 		long := now.Sub(v.DownSince) > ReplaceAfter
 		if out, ok := downOutcome(m, voters, v, d, sts, MembersConfigMap(in.ClusterName()), long, now); ok {
 			return out, true
@@ -257,11 +274,14 @@ func downOutcome(m *render.EtcdMembership, voters []render.EtcdMember, v render.
 			"the rollout of etcd stopped at member %s, which never ran healthy on its new pod spec (revision %s): %s; "+
 				"no other member is updated, and none is replaced: correct spec.etcd (args, image, version) or put it back",
 			v.Name, v.Pod.Revision, d.Says), true
-	case Data:
-		if !long {
+	case Data, Lost:
+		if !long && d.Cause != Lost {
 			return readiness.Outcome{}, false
 		}
 		why := fmt.Sprintf("member %s is down since %s on the pod spec it ran healthy on, and its etcd refuses its data: %s", v.Name, since, d.Says)
+		if d.Cause == Lost {
+			why = fmt.Sprintf("member %s is down since %s on the pod spec it ran healthy on, with a new, empty volume (not the one it ran healthy on): %s", v.Name, since, d.Says)
+		}
 		at, limited, allowed := mayReplace(m.Replacements, v.Name, now)
 		switch {
 		case limited:
@@ -337,41 +357,49 @@ func podFacts(p *corev1.Pod) render.EtcdPod {
 	return facts
 }
 
-// records reads what the controller recorded on the members ConfigMap.
-// A record it cannot read counts as none: nothing is replaced on it.
-func records(cm *corev1.ConfigMap) (map[string]string, []render.EtcdReplacement) {
-	var healthy map[string]string
+// records reads what the controller recorded on the members ConfigMap
+// into m. A record it cannot read counts as none: nothing is replaced on it.
+func records(m *render.EtcdMembership, cm *corev1.ConfigMap) {
+	var healthy, claims map[string]string
 	var history []render.EtcdReplacement
 	_ = json.Unmarshal([]byte(cm.Annotations[HealthyRevisionsAnnotation]), &healthy)
+	_ = json.Unmarshal([]byte(cm.Annotations[HealthyClaimsAnnotation]), &claims)
 	if err := json.Unmarshal([]byte(cm.Annotations[ReplacementsAnnotation]), &history); err != nil {
 		history = nil
 	}
 	slices.SortStableFunc(history, func(a, b render.EtcdReplacement) int { return a.At.Compare(b.At) })
-	return healthy, history
+	m.HealthyRevisions, m.HealthyClaims, m.Replacements = healthy, claims, history
 }
 
 // recordHealthy records, for each member that answers healthy, the
-// revision of the pod spec it runs, and forgets members etcd no longer
-// lists. It writes only when that changes: once per member and rollout.
+// revision of the pod spec it runs and the claim of its volume, and forgets
+// members etcd no longer lists. It writes only when that changes: once per
+// member and rollout or new volume.
 func (c Component) recordHealthy(ctx context.Context, r client.Reader, in render.Input) error {
 	m := in.Etcd
 	if m == nil || !m.Answered || c.Writer == nil {
 		return nil
 	}
-	want := map[string]string{}
+	revisions, claims := map[string]string{}, map[string]string{}
 	for _, member := range m.Members {
-		rev := m.HealthyRevisions[member.Name]
+		rev, claim := m.HealthyRevisions[member.Name], m.HealthyClaims[member.Name]
 		if member.Healthy && member.Pod.Revision != "" {
 			rev = member.Pod.Revision
 		}
+		if member.Healthy && member.Pod.Claim != "" {
+			claim = member.Pod.Claim
+		}
 		if rev != "" {
-			want[member.Name] = rev
+			revisions[member.Name] = rev
+		}
+		if claim != "" {
+			claims[member.Name] = claim
 		}
 	}
-	if maps.Equal(want, m.HealthyRevisions) {
+	if maps.Equal(revisions, m.HealthyRevisions) && maps.Equal(claims, m.HealthyClaims) {
 		return nil
 	}
-	err := c.annotate(ctx, r, in, HealthyRevisionsAnnotation, want)
+	err := c.annotate(ctx, r, in, map[string]any{HealthyRevisionsAnnotation: revisions, HealthyClaimsAnnotation: claims})
 	if apierrors.IsConflict(err) {
 		return nil // the ConfigMap changed meanwhile: the next pass, which sees it, records
 	}
@@ -384,17 +412,13 @@ func (c Component) recordHealthy(ctx context.Context, r client.Reader, in render
 // too.
 func (c Component) recordReplacement(ctx context.Context, r client.Reader, in render.Input, member string, now time.Time) error {
 	history := slices.DeleteFunc(slices.Clone(in.Etcd.Replacements), func(r render.EtcdReplacement) bool { return now.Sub(r.At) >= ReplaceWindow })
-	return c.annotate(ctx, r, in, ReplacementsAnnotation, append(history, render.EtcdReplacement{Member: member, At: now.UTC().Truncate(time.Second)}))
+	return c.annotate(ctx, r, in, map[string]any{ReplacementsAnnotation: append(history, render.EtcdReplacement{Member: member, At: now.UTC().Truncate(time.Second)})})
 }
 
-// annotate sets an annotation of the members ConfigMap to value in JSON,
-// refused when the ConfigMap changed since it was read, so that a record
-// is never written over one this pass did not see.
-func (c Component) annotate(ctx context.Context, r client.Reader, in render.Input, key string, value any) error {
-	data, err := json.Marshal(value)
-	if err != nil {
-		return err
-	}
+// annotate sets annotations of the members ConfigMap to values in JSON, in
+// one write refused when the ConfigMap changed since it was read, so that a
+// record is never written over one this pass did not see.
+func (c Component) annotate(ctx context.Context, r client.Reader, in render.Input, values map[string]any) error {
 	cm := &corev1.ConfigMap{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: in.Namespace(), Name: MembersConfigMap(in.ClusterName())}, cm); err != nil {
 		return fmt.Errorf("read the etcd members ConfigMap: %w", err)
@@ -403,9 +427,16 @@ func (c Component) annotate(ctx context.Context, r client.Reader, in render.Inpu
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[key] = string(data)
+	keys := slices.Sorted(maps.Keys(values))
+	for _, key := range keys {
+		data, err := json.Marshal(values[key])
+		if err != nil {
+			return err
+		}
+		cm.Annotations[key] = string(data)
+	}
 	if err := c.Writer.Patch(ctx, cm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("record %s on the etcd members ConfigMap: %w", key, err)
+		return fmt.Errorf("record %s on the etcd members ConfigMap: %w", strings.Join(keys, ", "), err)
 	}
 	return nil
 }

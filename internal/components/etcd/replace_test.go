@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -40,9 +42,27 @@ func TestDiagnose(t *testing.T) {
 	for name, tc := range map[string]struct {
 		pod       render.EtcdPod
 		healthyOn string
-		cause     Cause
-		says      string
+		// onClaim is the claim it ran healthy on; "c1" unless set.
+		onClaim string
+		cause   Cause
+		says    string
 	}{
+		"a volume replaced by an empty one, at its first exit": {
+			pod: func() render.EtcdPod { p := crash(2, "Error", lostLog); p.Restarts, p.Claim = 0, "c2"; return p }(), healthyOn: "a", cause: Lost,
+			says: "its etcd container exited with code 2 (Error): panic: tocommit(812) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?",
+		},
+		"a new volume, but a new spec too": {
+			pod: func() render.EtcdPod { p := crash(2, "Error", badFlag); p.Revision, p.Claim = "b", "c2"; return p }(), healthyOn: "a", cause: NewSpec,
+			says: `its etcd container exited with code 2 (Error): invalid value "not-a-number" for flag -snapshot-count: parse error`,
+		},
+		"a new volume, killed for its memory": {
+			pod: func() render.EtcdPod { p := crash(137, "OOMKilled", ""); p.Claim = "c2"; return p }(), healthyOn: "a", cause: Elsewhere,
+			says: "its etcd container exited with code 137 (OOMKilled)",
+		},
+		"a new volume, no claim recorded (a controller from before the record)": {
+			pod: func() render.EtcdPod { p := crash(2, "Error", lostLog); p.Restarts, p.Claim = 1, "c2"; return p }(), healthyOn: "a", onClaim: "-", cause: Elsewhere,
+			says: "its etcd container exited with code 2 (Error): panic: tocommit(812) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?",
+		},
 		"a database overwritten": {
 			pod: crash(2, "Error", badDB), healthyOn: "a", cause: Data,
 			says: "its etcd container exited with code 2 (Error): failed to open database: invalid database",
@@ -77,7 +97,14 @@ func TestDiagnose(t *testing.T) {
 		"no pod": {healthyOn: "a", cause: Elsewhere, says: "it has no pod"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := Diagnose(render.EtcdMember{Name: "demo-etcd-1", Pod: tc.pod}, tc.healthyOn)
+			claim := cmp.Or(tc.onClaim, "c1")
+			if claim == "-" {
+				claim = ""
+			}
+			if tc.pod.Claim == "" {
+				tc.pod.Claim = "c1"
+			}
+			d := Diagnose(render.EtcdMember{Name: "demo-etcd-1", Pod: tc.pod}, tc.healthyOn, claim)
 			assert.Equal(t, tc.cause, d.Cause)
 			assert.Equal(t, tc.says, d.Says)
 		})
@@ -212,19 +239,41 @@ func TestRecords(t *testing.T) {
 	component := Component{Writer: c}
 	m := membership(3)
 	m.HealthyRevisions = map[string]string{"demo-etcd-1": "demo-etcd-old", "demo-etcd-7": "demo-etcd-old"}
+	m.HealthyClaims = map[string]string{"demo-etcd-1": "claim-old", "demo-etcd-7": "claim-old"}
 	m.Members[1].Healthy = false
+	m.Members[1].Pod.Claim = "claim-new"
 	m.Members[2].Pod.Revision = "demo-etcd-b"
+	m.Members[2].Pod.Claim = "claim-2"
 	require.NoError(t, component.recordHealthy(t.Context(), c, withEtcd(in, m)))
 	require.NoError(t, component.recordReplacement(t.Context(), c, withEtcd(in, m), "demo-etcd-1", now))
 
 	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(cm), cm))
-	healthy, history := records(cm)
-	assert.Equal(t, map[string]string{"demo-etcd-0": "demo-etcd-a", "demo-etcd-1": "demo-etcd-old", "demo-etcd-2": "demo-etcd-b"}, healthy)
-	assert.Equal(t, []render.EtcdReplacement{{Member: "demo-etcd-1", At: now}}, history)
+	got := &render.EtcdMembership{}
+	records(got, cm)
+	assert.Equal(t, map[string]string{"demo-etcd-0": "demo-etcd-a", "demo-etcd-1": "demo-etcd-old", "demo-etcd-2": "demo-etcd-b"}, got.HealthyRevisions)
+	assert.Equal(t, map[string]string{"demo-etcd-1": "claim-old", "demo-etcd-2": "claim-2"}, got.HealthyClaims,
+		"a member down keeps the volume it ran healthy on")
+	assert.Equal(t, []render.EtcdReplacement{{Member: "demo-etcd-1", At: now}}, got.Replacements)
 
-	m.HealthyRevisions = healthy
+	m.HealthyRevisions, m.HealthyClaims = got.HealthyRevisions, got.HealthyClaims
 	version := cm.ResourceVersion
 	require.NoError(t, component.recordHealthy(t.Context(), c, withEtcd(in, m)))
 	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(cm), cm))
 	assert.Equal(t, version, cm.ResourceVersion, "nothing written when nothing changed")
+}
+
+// Each member's pod is told the claim of its volume; a claim on its way out
+// is none.
+func TestWithClaims(t *testing.T) {
+	claim := func(name, uid string, deleting bool) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data-" + name, UID: types.UID(uid)}}
+		if deleting {
+			c.DeletionTimestamp, c.Finalizers = &metav1.Time{Time: time.Now()}, []string{"kubernetes.io/pvc-protection"}
+		}
+		return c
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(claim("demo-etcd-0", "u0", false), claim("demo-etcd-1", "u1", true)).Build()
+	m := membership(3)
+	require.NoError(t, withClaims(t.Context(), c, "default", m))
+	assert.Equal(t, []string{"u0", "", ""}, []string{m.Members[0].Pod.Claim, m.Members[1].Pod.Claim, m.Members[2].Pod.Claim})
 }

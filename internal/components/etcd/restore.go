@@ -30,10 +30,7 @@ func restoreContainer(in render.Input, etcd corev1.Container) (corev1.Container,
 	if !restores(in) {
 		return corev1.Container{}, false
 	}
-	args := slices.DeleteFunc(slices.Clone(etcd.Args), func(arg string) bool {
-		return !slices.ContainsFunc(restoreFlags, func(flag string) bool { return strings.HasPrefix(arg, "--"+flag+"=") })
-	})
-	c := render.Container("etcd-restore", in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore", args)
+	c := render.Container("etcd-restore", in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore", argsOf(etcd, restoreFlags))
 	c.Resources = etcd.Resources
 	c.Env = slices.Clone(etcd.Env)
 	secret := corev1.LocalObjectReference{Name: contract.EtcdRestoreSecretName(in.ClusterName())}
@@ -48,6 +45,13 @@ func restoreContainer(in render.Input, etcd corev1.Container) (corev1.Container,
 	}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: claimName, MountPath: dataMount}}
 	return c, true
+}
+
+// argsOf are the args of the etcd container that set flags, in its order.
+func argsOf(etcd corev1.Container, flags []string) []string {
+	return slices.DeleteFunc(slices.Clone(etcd.Args), func(arg string) bool {
+		return !slices.ContainsFunc(flags, func(flag string) bool { return strings.HasPrefix(arg, "--"+flag+"=") })
+	})
 }
 
 // restores is whether etcd's pods have the restore init container.

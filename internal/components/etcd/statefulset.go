@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -91,6 +93,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	if restore, ok := restoreContainer(in, c); ok {
 		pod.InitContainers = []corev1.Container{restore}
 	}
+	pod.InitContainers = append(pod.InitContainers, joinContainer(in, c))
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 	template := in.PodTemplate(in.Labels(contract.EtcdComponent), pod)
 	if id := in.EtcdRestoreID; id != "" {
@@ -131,6 +134,29 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 			},
 		},
 	}
+}
+
+// joinFlags are the flags of etcd the join init container takes from the
+// etcd container: who the member is, and the peer certificate it asks its
+// peers with.
+var joinFlags = []string{"name", "data-dir", "initial-advertise-peer-urls", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file"}
+
+// joinContainer lets a member that joins start etcd only once a peer would
+// let it join (cmd/etcd-restore --wait-for-peers, package join): etcd asks
+// its peers for the cluster once as it starts, and exits when none answers
+// or the answer is not the membership it read. It reads what etcd reads,
+// through etcd's own mounts read-only, and takes etcd's resources, so that
+// the pod asks for no more than etcd does.
+func joinContainer(in render.Input, etcd corev1.Container) corev1.Container {
+	c := render.Container("wait-for-peers", in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore",
+		append([]string{"--wait-for-peers"}, argsOf(etcd, joinFlags)...))
+	c.Resources = etcd.Resources
+	c.Env = slices.Clone(etcd.Env)
+	c.VolumeMounts = slices.Clone(etcd.VolumeMounts)
+	for i := range c.VolumeMounts {
+		c.VolumeMounts[i].ReadOnly = true
+	}
+	return c
 }
 
 func clientService(in render.Input) *corev1.Service {

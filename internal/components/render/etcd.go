@@ -44,6 +44,9 @@ type EtcdPod struct {
 	Restarts int32
 	// Exit is how its etcd container last ended; nil when it never did.
 	Exit *EtcdExit
+	// Claim is the UID of the claim of its data volume; empty when it has
+	// none (yet).
+	Claim string
 }
 
 // EtcdExit is how an etcd container ended.
@@ -84,6 +87,9 @@ type EtcdMembership struct {
 	// HealthyRevisions are the revisions of the pod spec each member last ran
 	// healthy on, as the controller recorded them.
 	HealthyRevisions map[string]string
+	// HealthyClaims are the UIDs of the claims of the volumes each member
+	// last ran healthy on, as the controller recorded them.
+	HealthyClaims map[string]string
 	// Replacements are the replacements the controller recorded, oldest
 	// first.
 	Replacements []EtcdReplacement

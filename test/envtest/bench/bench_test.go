@@ -55,8 +55,9 @@ func report(name string, value float64, unit string) {
 }
 
 // createControlPlane creates a Cluster and its control plane, served at an
-// address where nothing answers (so passes include a failing probe).
-func createControlPlane(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.HostedControlPlane, error) {
+// address where nothing answers (so passes include a failing probe) unless
+// a change says otherwise.
+func createControlPlane(ctx context.Context, c client.Client, ns, name string, changes ...func(*v1alpha1.HostedControlPlane)) (*v1alpha1.HostedControlPlane, error) {
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	cluster.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.96.0.0/12"}
 	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: name}
@@ -70,6 +71,9 @@ func createControlPlane(ctx context.Context, c client.Client, ns, name string) (
 	hcp.Spec.Version = "v1.36.3"
 	hcp.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
 	hcp.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
+	for _, change := range changes {
+		change(hcp)
+	}
 	return hcp, c.Create(ctx, hcp)
 }
 

@@ -1,0 +1,27 @@
+// Package join lets a new etcd member start only once a peer would let it
+// join. A member that joins an existing cluster (its initial cluster state
+// "existing", its data directory empty) asks its peers for the cluster
+// once as it starts (GET <peer URL>/members, the first peer that answers
+// decides) and exits when none answers ("cannot fetch cluster info from
+// peer urls") or the answer's members are not those of its initial
+// cluster; its pod then crash-loops until both hold.
+//
+// Reaching a peer's port is not enough: etcd's peer listener checks the
+// client certificate of every connection against the address it comes
+// from, and when the certificate has DNS names (ours name the members by
+// wildcard and the peer Service) it resolves them and closes the
+// connection after the handshake unless one resolves to that address. The
+// headless peer Service's name resolves to a new pod's address only once
+// its EndpointSlice lists the pod and the cluster's DNS has dropped its
+// cached answer (CoreDNS's kubernetes plugin gives 5 seconds), a few
+// seconds after the pod's network is up: the member asked within them.
+//
+// So the init container of etcd's pods (cmd/etcd-restore --wait-for-peers)
+// asks here what etcd will ask, from the same pod with the same peer
+// certificate and CA, on a new connection each time, until the first peer
+// that answers lists exactly the members of its initial cluster, itself
+// among them; then etcd starts once, and joins. A member replaced on a new
+// volume can start before the controller adds it to etcd: it waits to be
+// listed, and when the initial cluster it read predates that, it exits so
+// that the kubelet starts it again, reading it anew (ErrStale).
+package join
