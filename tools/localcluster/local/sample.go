@@ -49,7 +49,8 @@ func CreateSample(ctx context.Context, c client.Client, file, dir string) (strin
 }
 
 // WaitAvailable waits until the HostedControlPlane key is Available and,
-// when its Cluster names an infrastructure cluster (LocalCluster here), the
+// when its Cluster's infrastructure is a LocalCluster (which the local
+// cluster provisions; no other infrastructure kind is provisioned here), the
 // Cluster is Available too, as Cluster API and clusterctl describe report
 // it; it reports the conditions of the one that is not in time.
 func WaitAvailable(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) error {
@@ -65,7 +66,9 @@ func WaitAvailable(ctx context.Context, c client.Client, key client.ObjectKey, t
 		if err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: hcp.Labels[clusterv1.ClusterNameLabel]}, cl); err != nil {
 			return err
 		}
-		if cl.Spec.InfrastructureRef.IsDefined() && !apimeta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.AvailableCondition) {
+		infra := cl.Spec.InfrastructureRef
+		local := infra.APIGroup == cluster.LocalClusterKind.Group && infra.Kind == cluster.LocalClusterKind.Kind
+		if local && !apimeta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.AvailableCondition) {
 			return fmt.Errorf("the Cluster %s/%s is not Available:%s", cl.Namespace, cl.Name, FormatConditions(cl.Status.Conditions))
 		}
 		return nil
