@@ -130,10 +130,13 @@ func adoptControlPlanes(env *envtest.Env) error {
 		if err := env.Client.Get(ctx, key, cluster); err != nil {
 			continue
 		}
+		// A patch, not an update: the controller may have written the
+		// control plane since it was listed.
+		before := hcp.DeepCopy()
 		hcp.OwnerReferences = append(hcp.OwnerReferences, metav1.OwnerReference{
 			APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
 		})
-		if err := env.Client.Update(ctx, hcp); err != nil {
+		if err := env.Client.Patch(ctx, hcp, client.MergeFrom(before)); err != nil {
 			return fmt.Errorf("adopt %s: %w", hcp.Name, err)
 		}
 	}
