@@ -779,13 +779,21 @@ func waitForLong(t *testing.T, what string, timeout time.Duration, check func() 
 // in X-Remote-User; empty when it refuses the request.
 func proxiedUser(t *testing.T, port int, cfg *tls.Config) string {
 	t.Helper()
+	return reviewedUser(t, port, cfg, map[string]string{"X-Remote-User": "alice", "X-Remote-Group": "system:authenticated"})
+}
+
+// reviewedUser is who the API server on port takes a SelfSubjectReview
+// with cfg's client certificate and header for; empty when it refuses it.
+func reviewedUser(t *testing.T, port int, cfg *tls.Config, header map[string]string) string {
+	t.Helper()
 	body := strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost,
 		fmt.Sprintf("https://127.0.0.1:%d/apis/authentication.k8s.io/v1/selfsubjectreviews", port), body)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Remote-User", "alice")
-	req.Header.Set("X-Remote-Group", "system:authenticated")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := proxiedClient(cfg).Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
@@ -836,20 +844,7 @@ func latestAdmin(ns, cluster string) (*tls.Certificate, error) {
 // certificate for; empty when it refuses it.
 func certUser(t *testing.T, port int, cfg *tls.Config) string {
 	t.Helper()
-	body := strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost,
-		fmt.Sprintf("https://127.0.0.1:%d/apis/authentication.k8s.io/v1/selfsubjectreviews", port), body)
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := proxiedClient(cfg).Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusCreated {
-		return ""
-	}
-	review := &authenticationv1.SelfSubjectReview{}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(review))
-	return review.Status.UserInfo.Username
+	return reviewedUser(t, port, cfg, nil)
 }
 
 // verifyServer completes a TLS handshake with the API server on port,
