@@ -3,8 +3,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"time"
 
@@ -256,11 +254,7 @@ func authoritySecret(secret *corev1.Secret) render.AuthoritySecret {
 	if key := secret.Data[corev1.TLSPrivateKeyKey]; len(key) > 0 {
 		a.Key = contract.Digest(key)
 	}
-	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
-	if block == nil {
-		return a
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := parseCertificate(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		return a
 	}

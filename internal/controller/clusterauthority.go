@@ -175,6 +175,7 @@ func signedBy(certPEM, issuerPEM []byte) bool {
 	return err == nil && cert.CheckSignatureFrom(issuer) == nil
 }
 
+// parseCertificate parses the first PEM block of data as a certificate.
 func parseCertificate(data []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(data)
 	if block == nil {

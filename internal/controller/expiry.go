@@ -2,8 +2,6 @@ package controller
 
 import (
 	"cmp"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,11 +27,7 @@ type validity struct {
 // tls.crt, if it holds one. Only the dates leave this function: the
 // certificate is the Secret's value.
 func certificateValidity(secret *corev1.Secret) (validity, bool) {
-	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
-	if block == nil {
-		return validity{}, false
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := parseCertificate(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		return validity{}, false
 	}
