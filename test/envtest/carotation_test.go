@@ -202,10 +202,15 @@ func TestEmergencyRotation(t *testing.T) {
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	ok, failures := load.stop()
 	// A write etcd could not commit in time while a member restarted (its
-	// leadership handed over on a loaded machine) is not the rotation's
-	// doing: no certificate, trust or credential is involved. At most one
-	// in a thousand is allowed, and each is listed; any other failure fails.
-	timedOut := slices.DeleteFunc(slices.Clone(failures), func(f string) bool { return !strings.HasSuffix(f, ": etcdserver: request timed out") })
+	// leadership handed over on a loaded machine; etcd then says "request
+	// timed out" or "request timed out, possibly due to previous leader
+	// failure") is not the rotation's doing: no certificate, trust or
+	// credential is involved. At most one in a thousand is allowed, and each
+	// is listed; any other failure fails.
+	timedOut := slices.DeleteFunc(slices.Clone(failures), func(f string) bool {
+		return !strings.HasSuffix(f, ": etcdserver: request timed out") &&
+			!strings.HasSuffix(f, ": etcdserver: request timed out, possibly due to previous leader failure")
+	})
 	failures = slices.DeleteFunc(failures, func(f string) bool { return slices.Contains(timedOut, f) })
 	assert.Empty(t, failures, "no request failed through the phases but for etcd timeouts")
 	assert.LessOrEqual(t, len(timedOut)*1000, ok, "at most one request in a thousand timed out in etcd: %v", timedOut)
