@@ -29,7 +29,7 @@ E2E_DIR        ?= /var/lib/hostedcp-e2e
 HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack ipset iproute2 xfsprogs
 # What the conformance suite's test images carry from Debian (see
 # images.ConformanceHostPackages); nginx is downloaded, not installed.
-CONFORMANCE_PACKAGES := busybox-static bind9-dnsutils curl netcat-openbsd
+CONFORMANCE_PACKAGES := busybox-static bash-static bind9-dnsutils curl netcat-openbsd
 # Which conformance tests make conformance runs: full (all but serial and
 # disruptive), long (serial too) or ci (a subset); CONFORMANCE_SIGS narrows
 # them to some SIGs (e.g. network,storage) to split a run into parts.

@@ -199,16 +199,23 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 
 // userland is a minimal root filesystem: Debian's static BusyBox with a
 // link for each of its applets, and the users and groups of the upstream
-// images.
+// images. Its shell is Debian's static bash, not BusyBox's: Debian 12's
+// BusyBox (1.35) drops variables whose names are not shell names (data-1)
+// from the environment it passes on, which the upstream image's BusyBox
+// (1.37) keeps, and the Secret and ConfigMap tests print such variables
+// with sh -c env.
 func userland() ([]file, error) {
-	const busybox = "/bin/busybox"
+	const busybox, bash = "/bin/busybox", "/bin/bash-static"
 	out, err := exec.Command(busybox, "--list-full").Output()
 	if err != nil {
 		return nil, fmt.Errorf("the test images need Debian's busybox-static (make conformance-packages): %w", err)
 	}
-	files := []file{{path: busybox, src: busybox}}
+	if _, err := os.Stat(bash); err != nil {
+		return nil, fmt.Errorf("the test images need Debian's bash-static (make conformance-packages): %w", err)
+	}
+	files := []file{{path: busybox, src: busybox}, {path: "/bin/sh", src: bash}}
 	for _, applet := range strings.Fields(string(out)) {
-		if p := "/" + applet; p != busybox {
+		if p := "/" + applet; p != busybox && p != "/bin/sh" {
 			files = append(files, file{path: p, link: busybox})
 		}
 	}

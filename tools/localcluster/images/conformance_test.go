@@ -15,7 +15,8 @@ import (
 // Every test image has a distinct reference and what it runs among its
 // files: its entrypoint, or its command on the PATH. agnhost's image has
 // the real dig, curl and nc instead of BusyBox's applets, with the libraries
-// they load; nonewprivs' nnp is setuid; every image has a shell. It needs
+// they load; nonewprivs' nnp is setuid; every image has a shell, bash in
+// BusyBox's image. It needs
 // the host packages make conformance-packages installs.
 func TestConformanceCatalog(t *testing.T) {
 	// Any dynamically linked program stands in for Debian's nginx here.
@@ -62,6 +63,11 @@ func TestConformanceCatalog(t *testing.T) {
 	nnp := refs[nonewprivsImage].files[len(refs[nonewprivsImage].files)-1]
 	assert.Equal(t, file{path: "/usr/local/bin/nnp", src: filepath.Join("..", "..", "..", "bin", conformanceDir(), "nnp"), mode: 0o4755}, nnp)
 	assert.Equal(t, "1234", refs[nonRootImage].user)
+	busybox := map[string]file{}
+	for _, f := range refs[busyboxImage].files {
+		busybox[f.path] = f
+	}
+	assert.Equal(t, "/bin/bash-static", busybox["/bin/sh"].src, "a shell that passes data-1=value-1 on to env")
 }
 
 // onPath reports whether name is found on the images' PATH among files.
