@@ -49,6 +49,13 @@ const nodeCAFile = "/etc/kubernetes/pki/ca.crt"
 //     same node-local address and DaemonSet, which forwards each
 //     connection to that name as it is (tunnelUpstream).
 //
+// The same address is written as the Service's Endpoints too, as an API
+// server's own endpoint reconciler does: the v1 Endpoints API is
+// deprecated but still served, and clients that read it (the conformance
+// test of kubernetes.default among them) find the API server there. It
+// carries endpointslice.kubernetes.io/skip-mirror, so the controller
+// manager does not mirror it into a second EndpointSlice.
+//
 // An address the API refuses as an endpoint (loopback, link-local) gives
 // none: KubernetesService renders no objects.
 type KubernetesService struct{}
@@ -62,16 +69,14 @@ func (KubernetesService) Condition() string { return v1alpha1.KubernetesServiceR
 // Render renders the EndpointSlice and, in gateway mode, the tunnel.
 func (KubernetesService) Render(in render.Input) ([]client.Object, error) {
 	if upstream, direct, ok := tunnelUpstream(in); ok {
-		return []client.Object{
-			kubernetesEndpointSlice(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
-			tunnelDaemonSet(in, upstream, direct),
-		}, nil
+		return append(kubernetesEndpoints(net.ParseIP(contract.NodeLocalAddress), contract.NodeTunnelPort),
+			tunnelDaemonSet(in, upstream, direct)), nil
 	}
 	ip := net.ParseIP(in.Endpoint.Host)
 	if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
 		return nil, nil
 	}
-	return []client.Object{kubernetesEndpointSlice(ip, in.Endpoint.Port)}, nil
+	return kubernetesEndpoints(ip, in.Endpoint.Port), nil
 }
 
 // tunnelUpstream is where the nodes' tunnel carries the kubernetes Service,
@@ -116,12 +121,14 @@ func (KubernetesService) Ready(ctx context.Context, c client.Reader, _ render.In
 	return readiness.Ready(strings.Join(said, "; ")), nil
 }
 
-func kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
+// kubernetesEndpoints are the kubernetes Service's EndpointSlice and
+// Endpoints, both leading to ip:port.
+func kubernetesEndpoints(ip net.IP, port int32) []client.Object {
 	family := discoveryv1.AddressTypeIPv4
 	if ip.To4() == nil {
 		family = discoveryv1.AddressTypeIPv6
 	}
-	return &discoveryv1.EndpointSlice{
+	slice := &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
 		ObjectMeta: workloadMeta(metav1.NamespaceDefault, "kubernetes", map[string]string{
 			discoveryv1.LabelServiceName: "kubernetes",
@@ -133,6 +140,16 @@ func kubernetesEndpointSlice(ip net.IP, port int32) *discoveryv1.EndpointSlice {
 			Name: ptr.To("https"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port),
 		}},
 	}
+	//nolint:staticcheck // v1 Endpoints is deprecated, and still read by clients and the conformance suite.
+	endpoints := &corev1.Endpoints{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Endpoints"},
+		ObjectMeta: workloadMeta(metav1.NamespaceDefault, "kubernetes", map[string]string{discoveryv1.LabelSkipMirror: "true"}),
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: ip.String()}},
+			Ports:     []corev1.EndpointPort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: port}},
+		}},
+	}
+	return []client.Object{slice, endpoints}
 }
 
 // tunnelDaemonSet runs the node side of the tunnel on every node, before

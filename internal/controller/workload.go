@@ -41,6 +41,7 @@ type WorkloadClusters interface {
 func workloadKinds() []client.Object {
 	return []client.Object{
 		&corev1.ConfigMap{}, &corev1.Service{}, &corev1.ServiceAccount{}, &discoveryv1.EndpointSlice{},
+		&corev1.Endpoints{}, //nolint:staticcheck // the kubernetes Service's, beside its EndpointSlice (components.KubernetesService)
 		&appsv1.Deployment{}, &appsv1.DaemonSet{},
 		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
 	}

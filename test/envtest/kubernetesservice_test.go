@@ -22,7 +22,7 @@ import (
 
 // A LoadBalancer that reports a hostname and no address (as AWS's do) gives
 // the workload cluster a kubernetes Service all the same: its EndpointSlice
-// holds the node-local address and the kas-tunnel DaemonSet forwards it to
+// and Endpoints hold the node-local address and the kas-tunnel DaemonSet forwards it to
 // the load balancer's name, as it is, without gateway mode's outer TLS. No
 // cloud load balancer runs here: the test writes the Service's status as
 // one would, with the name localhost, which leads to the real hosted API
@@ -61,6 +61,14 @@ func TestKubernetesServiceBehindALoadBalancerName(t *testing.T) {
 	slice := &discoveryv1.EndpointSlice{}
 	require.NoError(t, workload.Get(testContext(t), client.ObjectKey{Namespace: "default", Name: "kubernetes"}, slice))
 	assert.Equal(t, []string{contract.NodeLocalAddress}, slice.Endpoints[0].Addresses)
+	// Its Endpoints too, which clients of the older API (and the conformance
+	// test of kubernetes.default) read; not mirrored into a second slice.
+	endpoints := &corev1.Endpoints{} //nolint:staticcheck // the deprecated API is what is checked
+	require.NoError(t, workload.Get(testContext(t), client.ObjectKey{Namespace: "default", Name: "kubernetes"}, endpoints))
+	require.Len(t, endpoints.Subsets, 1)
+	assert.Equal(t, contract.NodeLocalAddress, endpoints.Subsets[0].Addresses[0].IP)
+	assert.Equal(t, int32(contract.NodeTunnelPort), endpoints.Subsets[0].Ports[0].Port)
+	assert.Equal(t, "true", endpoints.Labels[discoveryv1.LabelSkipMirror])
 	require.NoError(t, workload.Get(testContext(t), tunnel, ds))
 	args := ds.Spec.Template.Spec.Containers[0].Args
 	assert.Contains(t, args, fmt.Sprintf("--upstream=localhost:%d", port))

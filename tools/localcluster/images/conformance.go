@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,9 +215,15 @@ func userland() ([]file, error) {
 		return nil, fmt.Errorf("the test images need Debian's bash-static (make conformance-packages): %w", err)
 	}
 	files := []file{{path: busybox, src: busybox}, {path: "/bin/sh", src: bash}}
+	// Each applet at Debian's path and, as the upstream image has them all
+	// there, in /bin (the sysctl test runs /bin/sysctl, /sbin/sysctl here).
+	seen := map[string]bool{busybox: true, "/bin/sh": true}
 	for _, applet := range strings.Fields(string(out)) {
-		if p := "/" + applet; p != busybox && p != "/bin/sh" {
-			files = append(files, file{path: p, link: busybox})
+		for _, p := range []string{"/" + applet, "/bin/" + path.Base(applet)} {
+			if !seen[p] {
+				seen[p] = true
+				files = append(files, file{path: p, link: busybox})
+			}
 		}
 	}
 	return append(files,

@@ -68,6 +68,8 @@ func TestConformanceCatalog(t *testing.T) {
 		busybox[f.path] = f
 	}
 	assert.Equal(t, "/bin/bash-static", busybox["/bin/sh"].src, "a shell that passes data-1=value-1 on to env")
+	assert.Equal(t, "/bin/busybox", busybox["/bin/sysctl"].link, "every applet in /bin, as upstream")
+	assert.Equal(t, "/bin/busybox", busybox["/sbin/sysctl"].link)
 }
 
 // onPath reports whether name is found on the images' PATH among files.
