@@ -251,9 +251,9 @@ func replacing(base, tools []file) []file {
 }
 
 // nginxConf serves a page on port 80 and logs to the container's output,
-// as the nginx image does.
-const nginxConf = `daemon off;
-user nobody nogroup;
+// as the nginx image does. It leaves daemon to the command line (nginx -g
+// "daemon off;", the image's command), which refuses it set twice.
+const nginxConf = `user nobody nogroup;
 error_log /dev/stderr;
 pid /run/nginx.pid;
 events {}
