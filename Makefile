@@ -35,6 +35,9 @@ CONFORMANCE_PACKAGES := busybox-static bash-static bind9-dnsutils curl netcat-op
 # them to some SIGs (e.g. network,storage) to split a run into parts.
 CONFORMANCE ?= full
 CONFORMANCE_SIGS ?=
+# A regular expression that narrows a full or long run to the tests whose
+# names match it (e.g. to run the failures of the last run again).
+CONFORMANCE_FOCUS ?=
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -174,7 +177,7 @@ conformance-images: conformance-packages ## Build the Kubernetes conformance sui
 
 .PHONY: conformance
 conformance: host-packages conformance-packages $(KUSTOMIZE) versitygw manifests images ## Run the Kubernetes conformance suite against a hosted cluster with two workers (CONFORMANCE=full|long|ci; hours for full; not run by CI).
-	cd test/e2e && E2E=1 CONFORMANCE=$(CONFORMANCE) CONFORMANCE_SIGS=$(CONFORMANCE_SIGS) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^TestConformance$$' -v -timeout 8h 2>&1 | tee $(BIN)/conformance.log | grep -E '^(--- |PASS|FAIL|ok|panic|e2e:|[0-9]+ passed)|conformance_test.go' || (tail -150 $(BIN)/conformance.log; exit 1)
+	cd test/e2e && E2E=1 CONFORMANCE=$(CONFORMANCE) CONFORMANCE_SIGS=$(CONFORMANCE_SIGS) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^TestConformance$$' -v -timeout 8h 2>&1 | tee $(BIN)/conformance.log | grep -E '^(--- |PASS|FAIL|ok|panic|e2e:|[0-9]+ passed)|conformance_test.go' || (tail -150 $(BIN)/conformance.log; exit 1)
 
 .PHONY: bench
 bench: kube-binaries versitygw host-packages $(KUSTOMIZE) manifests ## Print performance figures as BENCH lines (not run by CI): controller, extension hooks, hosted control planes end to end.

@@ -85,9 +85,11 @@ var conformanceWorkers = []workerSpec{
 // Gateway, with two workers that joined with kubeadm join, as a user would
 // run Sonobuoy against their cluster. CONFORMANCE picks the tests: ci (a
 // subset make test runs), full (every conformance test but the serial and
-// disruptive ones, make conformance) or long (serial ones too). The
-// suite's JUnit report lands in CONFORMANCE_REPORT (default
-// bin/conformance/report-<mode>[-<sigs>]); the test prints the totals of the
+// disruptive ones, make conformance) or long (serial ones too);
+// CONFORMANCE_FOCUS narrows full or long to the tests whose names match a
+// regular expression (to run failures again). The suite's JUnit report
+// lands in CONFORMANCE_REPORT (default
+// bin/conformance/report-<mode>[-<sigs>][-focus]); the test prints the totals of the
 // conformance tests in it and the reason of every failure and skip, and
 // fails when any failed.
 func TestConformance(t *testing.T) {
@@ -102,6 +104,14 @@ func TestConformance(t *testing.T) {
 		require.Regexp(t, `^[a-z-]+(,[a-z-]+)*$`, sigs, "CONFORMANCE_SIGS: want SIG names separated by commas, such as network,storage")
 		mode.focus = `\[sig-(` + strings.ReplaceAll(sigs, ",", "|") + `)\] .*(` + mode.focus + `)`
 		part += "-" + strings.ReplaceAll(sigs, ",", "-")
+	}
+	if focus := os.Getenv("CONFORMANCE_FOCUS"); focus != "" {
+		// A full name ends with its tags, [Conformance] among them.
+		require.NotEqual(t, "ci", modeName, "CONFORMANCE_FOCUS narrows the full or long mode, not ci")
+		_, err := regexp.Compile(focus)
+		require.NoError(t, err, "CONFORMANCE_FOCUS: want a regular expression over the tests' names")
+		mode.focus = `(` + focus + `).*(` + mode.focus + `)`
+		part += "-focus"
 	}
 	t.Parallel()
 	ctx := testContext(t)
