@@ -424,6 +424,18 @@ type KeyRotation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
+
+	// renewedNodes (a rotation of the cluster CA alone) are the workload
+	// cluster's nodes whose kubelet was seen with a client certificate of
+	// the new CA (the certificate of a kubelet client CertificateSigningRequest
+	// the controller manager signed with it), kept here because the
+	// workload cluster removes such requests an hour after they were
+	// issued. WaitingForKubelets ends once every node is among them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=253
+	RenewedNodes []string `json:"renewedNodes,omitempty"`
 }
 
 // RotationPhase is a phase of a key rotation.
