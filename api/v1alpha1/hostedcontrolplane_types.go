@@ -483,7 +483,9 @@ const (
 	// WaitingForKubelets (the cluster CA's alone): every certificate of the
 	// control plane is issued by the new CA and the controller manager
 	// signs the kubelets' client certificates with it; the API servers
-	// still trust the old one until every kubelet renewed its own.
+	// still trust the old one until every node's kubelet was seen renewing
+	// its own (renewedNodes), or until the longest lifetime of one has
+	// passed.
 	WaitingForKubelets RotationPhase = "WaitingForKubelets"
 	// DroppingOldCA: nothing presents a certificate of the old CA any more;
 	// the new CA replaces it in its Secret, and everything rolls to trust
