@@ -80,7 +80,7 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 		st := hcp.Status.CertificateAuthorities.Cluster
 		if r := st.Rotation; r != nil {
 			seen[r.Phase] = *r
-			if r.Phase == v1alpha1.WaitingForKubelets && !bothTrusted {
+			if (r.Phase == v1alpha1.IssuingFromNewCA || r.Phase == v1alpha1.WaitingForKubelets) && !bothTrusted {
 				// cluster-info is read through the API server, which may be
 				// down with etcd meanwhile.
 				info, err := clusterInfoCA(ctx, hosted)
@@ -104,7 +104,7 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 			t.Logf("%s since %s", phase, r.Since.UTC().Format(time.TimeOnly))
 		}
 	}
-	assert.True(t, bothTrusted, "while the rotation waits for the kubelets, the kubeconfig and cluster-info hold the old and the new CA")
+	assert.True(t, bothTrusted, "while certificates are issued by the new CA and the rotation waits for the kubelets, the kubeconfig and cluster-info hold the old and the new CA")
 	dropping, ok := seen[v1alpha1.DroppingOldCA]
 	require.True(t, ok, "the rotation went through DroppingOldCA: %v", seen)
 	assert.Contains(t, dropping.RenewedNodes, nodeName, "the kubelet was seen renewing its client certificate with the new CA")
