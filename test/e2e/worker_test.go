@@ -309,6 +309,12 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 		t.Run("the cluster CA rotated with the worker joined, and a new worker joins after", func(t *testing.T) {
 			clusterCARotatedWithWorker(t, key, nodeName)
 		})
+		// The admin certificate the test took at the start is of the old
+		// cluster CA, refused now: take the kubeconfig again, as a user
+		// does.
+		cfg = hostedConfig(t, ns, name)
+		hosted, err = kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.
 		store := startBackupStore(t, ns+"-backups")
