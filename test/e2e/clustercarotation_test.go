@@ -41,10 +41,13 @@ const workerSigningDuration = 10 * time.Minute
 // <cluster>-kubeconfig held at the start (and presents the client
 // certificate the kubeconfig holds at each connection), an informer, and a
 // pod on the worker whose CA file the kubelet updates count what fails.
-// No request is refused for a certificate or a credential (the etcd CA,
-// rotated beside, restarts the one etcd member of the Cluster three times,
-// and what fails while it is down is listed, not counted against the
-// rotation). The node stays Ready throughout, its kubelet renews its Lease
+// No request is refused for a certificate or a credential. Other failures
+// are listed, not counted against the rotation: the etcd CA, rotated
+// beside, restarts the one etcd member of the Cluster three times, and
+// requests time out while it is down; and client-go closes every
+// connection of the host's client when the client certificate it reads
+// changes (twice: issued by the new CA, then from <cluster>-ca), which
+// fails a write in flight on one. The node stays Ready throughout, its kubelet renews its Lease
 // on time, and its renewal with the new CA ends WaitingForKubelets (long
 // before the certificates' lifetime); kubectl logs and exec reach the pod
 // through konnectivity afterwards. At the end <cluster>-kubeconfig and
