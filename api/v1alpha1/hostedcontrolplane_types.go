@@ -424,6 +424,18 @@ type KeyRotation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
+
+	// renewedNodes (a rotation of the cluster CA alone) are the workload
+	// cluster's nodes whose kubelet was seen with a client certificate of
+	// the new CA (the certificate of a kubelet client CertificateSigningRequest
+	// the controller manager signed with it), kept here because the
+	// workload cluster removes such requests an hour after they were
+	// issued. WaitingForKubelets ends once every node is among them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=253
+	RenewedNodes []string `json:"renewedNodes,omitempty"`
 }
 
 // RotationPhase is a phase of a key rotation.
@@ -471,7 +483,9 @@ const (
 	// WaitingForKubelets (the cluster CA's alone): every certificate of the
 	// control plane is issued by the new CA and the controller manager
 	// signs the kubelets' client certificates with it; the API servers
-	// still trust the old one until every kubelet renewed its own.
+	// still trust the old one until every node's kubelet was seen renewing
+	// its own (renewedNodes), or until the longest lifetime of one has
+	// passed.
 	WaitingForKubelets RotationPhase = "WaitingForKubelets"
 	// DroppingOldCA: nothing presents a certificate of the old CA any more;
 	// the new CA replaces it in its Secret, and everything rolls to trust

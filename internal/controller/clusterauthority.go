@@ -10,9 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
+	"strings"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,8 +49,8 @@ func (r *Reconciler) clusterAuthority(ctx context.Context, s *scope, a render.Au
 			return fmt.Sprintf("every certificate is issued by the new CA; the old one is kept until the %s, which it signed, are roots of their own (their rotations run beside this one)",
 				pending), nil
 		}
-		nodes, err := r.workloadNodes(ctx, s)
-		o.Kubelets = &rotation.KubeletsObserved{Renewed: nodes == 0, Lifetime: components.KubeletCertificateLifetime(s.in)}
+		kubelets, err := r.kubelets(ctx, s, a)
+		o.Kubelets = kubelets
 		return "", err
 	}
 	return "", nil
@@ -62,19 +67,62 @@ func intermediates(hcp *v1alpha1.HostedControlPlane) []string {
 	return out
 }
 
-// workloadNodes counts the workload cluster's nodes, at most one: whether
-// a kubelet may hold a client certificate of the old CA.
-func (r *Reconciler) workloadNodes(ctx context.Context, s *scope) (int, error) {
+// kubelets observes the workload cluster's nodes and which of them a
+// kubelet client certificate of the new cluster CA was issued to, in the
+// CertificateSigningRequests the workload cluster still keeps (it removes
+// one an hour after it was issued; the rotation records what a pass saw).
+// The nodes are listed as metadata alone, for a cluster of many.
+func (r *Reconciler) kubelets(ctx context.Context, s *scope, a render.Authority) (*rotation.KubeletsObserved, error) {
+	next := &corev1.Secret{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}, next); err != nil {
+		return nil, fmt.Errorf("read the new cluster CA in Secret %s: %w", a.Next, err)
+	}
+	ca, err := parseCertificate(next.Data[corev1.TLSCertKey])
+	if err != nil {
+		return nil, fmt.Errorf("the new cluster CA in Secret %s: %w", a.Next, err)
+	}
 	c, err := r.clusters.GetUncachedClient(ctx, client.ObjectKeyFromObject(s.cluster))
 	if err != nil {
-		return 0, fmt.Errorf("reach the workload cluster to count its nodes: %w", err)
+		return nil, fmt.Errorf("reach the workload cluster to follow its kubelets' certificates: %w", err)
 	}
-	nodes := &corev1.NodeList{}
-	if err := c.List(ctx, nodes, client.Limit(1)); err != nil {
-		return 0, fmt.Errorf("list the workload cluster's nodes: %w", err)
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := c.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("list the workload cluster's nodes: %w", err)
 	}
-	return len(nodes.Items), nil
+	csrs := &certificatesv1.CertificateSigningRequestList{}
+	if err := c.List(ctx, csrs, client.MatchingFields{"spec.signerName": certificatesv1.KubeAPIServerClientKubeletSignerName}); err != nil {
+		return nil, fmt.Errorf("list the workload cluster's kubelet client CertificateSigningRequests: %w", err)
+	}
+	o := &rotation.KubeletsObserved{Renewed: kubeletsIssuedBy(csrs.Items, ca), Lifetime: components.KubeletCertificateLifetime(s.in)}
+	for _, node := range nodes.Items {
+		o.Nodes = append(o.Nodes, node.Name)
+	}
+	return o, nil
 }
+
+// kubeletsIssuedBy are the nodes to whose kubelet one of csrs issued a
+// client certificate that ca signed: the name a node's kubelet
+// authenticates as (system:node:<name> in group system:nodes), whether it
+// renewed or joined with a bootstrap token. The signature decides, not
+// when a request was made: the controller manager may sign with either CA
+// while it rolls.
+func kubeletsIssuedBy(csrs []certificatesv1.CertificateSigningRequest, ca *x509.Certificate) []string {
+	var nodes []string
+	for _, csr := range csrs {
+		cert, err := parseCertificate(csr.Status.Certificate)
+		if err != nil || cert.CheckSignatureFrom(ca) != nil || !slices.Contains(cert.Subject.Organization, user.NodesGroup) {
+			continue
+		}
+		if node, ok := strings.CutPrefix(cert.Subject.CommonName, nodeUserPrefix); ok && node != "" {
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes
+}
+
+// nodeUserPrefix begins the name a node's kubelet authenticates as.
+const nodeUserPrefix = "system:node:"
 
 // crossSign writes Cross: the new cluster CA's key with a certificate of
 // it (the new CA's subject, key and key identifier) that the old CA signs,

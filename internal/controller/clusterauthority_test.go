@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
 )
 
 // A certificate the new cluster CA issues, presented with the new CA
@@ -75,3 +76,34 @@ func testRoot(t *testing.T, serial int64) (*x509.Certificate, *ecdsa.PrivateKey)
 }
 
 func pemOf(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+
+// A node counts as renewed when a kubelet client request of the workload
+// cluster carries a certificate the new CA signed for it, whether its
+// kubelet renewed or joined; certificates of the old CA, of another user,
+// or not issued yet do not count.
+func TestKubeletsIssuedBy(t *testing.T) {
+	oldCert, oldKey := testRoot(t, 1)
+	newCert, newKey := testRoot(t, 2)
+	issued := func(cn string, orgs []string, ca *x509.Certificate, key *ecdsa.PrivateKey) certificatesv1.CertificateSigningRequest {
+		leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+			SerialNumber: big.NewInt(5), Subject: pkix.Name{CommonName: cn, Organization: orgs},
+			NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}, ca, &leafKey.PublicKey, key)
+		require.NoError(t, err)
+		return certificatesv1.CertificateSigningRequest{Status: certificatesv1.CertificateSigningRequestStatus{Certificate: pemOf(der)}}
+	}
+	nodes := []string{"system:nodes"}
+	csrs := []certificatesv1.CertificateSigningRequest{
+		issued("system:node:renewed", nodes, newCert, newKey),
+		issued("system:node:old", nodes, oldCert, oldKey),
+		issued("system:node:", nodes, newCert, newKey),
+		issued("system:node:outsider", []string{"team-a"}, newCert, newKey),
+		issued("admin", nodes, newCert, newKey),
+		{}, // approved, not issued yet
+		issued("system:node:joined", []string{"system:authenticated", "system:nodes"}, newCert, newKey),
+	}
+	assert.Equal(t, []string{"renewed", "joined"}, kubeletsIssuedBy(csrs, newCert))
+	assert.Equal(t, []string{"old"}, kubeletsIssuedBy(csrs, oldCert))
+}

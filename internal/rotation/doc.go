@@ -109,12 +109,19 @@
 // WaitingForKubelets, after IssuingFromNewCA: the old root stays trusted
 // for client certificates until no kubelet can present one it signed. A
 // kubelet renews its client certificate at 70-90% of its lifetime, through
-// a CSR the controller manager signs with the new CA by then; the
-// controller does not follow each node's renewal yet, so the wait ends at
-// once when the workload cluster has no node, and otherwise once the
-// longest lifetime of a kubelet client certificate (the controller
-// manager's --cluster-signing-duration, a year by default) has passed
-// since the phase began. DroppingOldCA, in addition, waits until the etcd
+// a CSR the controller manager signs with the new CA by then (and a kubelet
+// joining meanwhile gets its first one from it). The controller follows
+// those: each pass lists the workload cluster's kubelet client CSRs, and a
+// node whose name a certificate the new CA signed carries
+// (system:node:<name>) is recorded in the rotation (RenewedNodes), since
+// the workload cluster removes a CSR an hour after it was issued. The wait
+// ends once every node the workload cluster has is recorded (at once
+// without a node), and otherwise, for a node that never renews (it is
+// down, say), once the longest lifetime of a kubelet client certificate
+// (the controller manager's --cluster-signing-duration, a year by default)
+// has passed since the phase began. A renewed kubelet closes its
+// connections and opens new ones with the new certificate, so nothing it
+// holds is of the old CA then. DroppingOldCA, in addition, waits until the etcd
 // and front proxy CAs are roots of their own (a rotation of the cluster CA
 // starts theirs when they never were): the old cluster CA signs nothing
 // in use then. After it, nothing holds the old key; <cluster>-ca-cross

@@ -193,15 +193,25 @@ type AuthorityObserved struct {
 // KubeletsObserved is what a pass saw of the kubelets' client
 // certificates during a rotation of the cluster CA.
 type KubeletsObserved struct {
-	// Renewed: no kubelet can hold a client certificate of the old CA: the
-	// workload cluster has no node.
-	Renewed bool
+	// Nodes are the names of the workload cluster's nodes.
+	Nodes []string
+	// Renewed are the nodes whose kubelet the pass saw with a client
+	// certificate of the new CA (in a CertificateSigningRequest the
+	// controller manager signed with it). The rotation records them
+	// (RenewedNodes), since the workload cluster removes the requests an
+	// hour after they were issued.
+	Renewed []string
 	// Lifetime is the longest lifetime of a kubelet client certificate
 	// (the controller manager's --cluster-signing-duration): one the old
 	// CA signed has expired that long after the controller manager
 	// stopped signing with it.
 	Lifetime time.Duration
 }
+
+// KubeletsPoll is how often a pass looks again for kubelets that renewed
+// their client certificate while the rotation waits for them: no watch
+// reports a CertificateSigningRequest of the workload cluster.
+const KubeletsPoll = 30 * time.Second
 
 // Authority is the step of a rotation of a certificate authority in r,
 // from what the pass observed at now. A step asks to Replace only in a
@@ -237,22 +247,49 @@ func Authority(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step
 }
 
 // waitForKubelets keeps the old cluster CA trusted for client certificates
-// until no kubelet can still present one it signed: the workload cluster
-// has no node, or the longest lifetime of one has passed since r entered
+// until no kubelet can still present one it signed: every node of the
+// workload cluster was seen with one of the new CA (none when it has no
+// node), or the longest lifetime of one has passed since r entered
 // WaitingForKubelets, when the controller manager signed with the new CA
-// alone.
+// alone. The nodes seen so far are recorded in the rotation.
 func waitForKubelets(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step {
 	if !o.Rolled {
 		return Step{Next: r, Message: "the pods roll to what the phase renders; the API servers trust the old and the new CA"}
 	}
+	next := r.DeepCopy()
+	next.RenewedNodes = renewedNodes(r.RenewedNodes, o.Kubelets)
+	nodes, renewed := len(o.Kubelets.Nodes), len(next.RenewedNodes)
 	until := r.Since.Add(o.Kubelets.Lifetime)
 	switch {
-	case o.Kubelets.Renewed:
-		return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "the workload cluster has no node whose kubelet could present a client certificate of the old CA; the new CA replaces the old one in its Secret"}
+	case nodes == 0:
+		return Step{Next: enter(next, v1alpha1.DroppingOldCA, now), Message: "the workload cluster has no node whose kubelet could present a client certificate of the old CA; the new CA replaces the old one in its Secret"}
+	case renewed == nodes:
+		return Step{Next: enter(next, v1alpha1.DroppingOldCA, now), Message: fmt.Sprintf(
+			"the kubelet of every node (%d) renewed its client certificate with the new CA; the new CA replaces the old one in its Secret", nodes)}
 	case !now.Before(until):
-		return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "every kubelet client certificate the old CA signed has expired; the new CA replaces the old one in its Secret"}
+		return Step{Next: enter(next, v1alpha1.DroppingOldCA, now), Message: fmt.Sprintf(
+			"every kubelet client certificate the old CA signed has expired (%d of %d nodes were seen renewing theirs with the new CA); the new CA replaces the old one in its Secret", renewed, nodes)}
 	}
-	return Step{Next: r, Wake: until.Sub(now), Message: fmt.Sprintf(
-		"the controller manager signs kubelet client certificates with the new CA, and kubelets renew theirs at 70 to 90%% of its lifetime; the API servers trust the old CA too until %s, when every one it signed has expired",
-		until.UTC().Format(time.RFC3339))}
+	return Step{Next: next, Wake: min(until.Sub(now), KubeletsPoll), Message: fmt.Sprintf(
+		"the controller manager signs kubelet client certificates with the new CA, and the kubelets of %d of %d nodes renewed theirs with it (a kubelet renews at 70 to 90%% of its certificate's lifetime); the API servers trust the old CA too until every node's has, or at the latest until %s, when every one it signed has expired",
+		renewed, nodes, until.UTC().Format(time.RFC3339))}
+}
+
+// renewedNodes are the nodes recorded as renewed and those o saw renew,
+// sorted, of the nodes the workload cluster has now: a node removed since
+// needs no renewal.
+func renewedNodes(recorded []string, o *KubeletsObserved) []string {
+	seen := make(map[string]bool, len(recorded)+len(o.Renewed))
+	for _, node := range slices.Concat(recorded, o.Renewed) {
+		seen[node] = true
+	}
+	var out []string
+	for _, node := range o.Nodes {
+		if seen[node] {
+			out = append(out, node)
+			seen[node] = false // each once
+		}
+	}
+	slices.Sort(out)
+	return out
 }

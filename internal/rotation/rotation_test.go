@@ -198,26 +198,74 @@ func TestClusterAuthorityWaitsForKubelets(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
 	year := 365 * 24 * time.Hour
 	issuing := enter(Start(v1alpha1.TrustingNewCA, t0), v1alpha1.IssuingFromNewCA, t0)
-	nodes := &KubeletsObserved{Lifetime: year}
+	nodes := &KubeletsObserved{Nodes: []string{"a", "b"}, Lifetime: year}
 
 	step := Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute))
 	require.NotNil(t, step.Next)
 	assert.Equal(t, v1alpha1.WaitingForKubelets, step.Next.Phase)
-	assert.Equal(t, year, step.Wake, "back when the last client certificate of the old CA has expired")
+	assert.Equal(t, KubeletsPoll, step.Wake, "back to look for renewals, which no watch reports")
+	assert.Contains(t, step.Message, "0 of 2 nodes")
 	waiting := step.Next
 
 	step = Authority(waiting, AuthorityObserved{Kubelets: nodes}, t0.Add(2*time.Minute))
 	assert.Equal(t, waiting, step.Next, "not while a pod does not run what the phase renders")
 	step = Authority(waiting, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute+year-time.Second))
 	assert.Equal(t, waiting, step.Next, "a kubelet may still present a certificate of the old CA")
-	assert.Equal(t, time.Second, step.Wake)
+	assert.Equal(t, time.Second, step.Wake, "back when the last client certificate of the old CA has expired")
 	step = Authority(waiting, AuthorityObserved{Rolled: true, Kubelets: nodes}, t0.Add(time.Minute+year))
 	require.NotNil(t, step.Next)
-	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase, "the lifetime has passed, though no node was seen renewing")
+	assert.Contains(t, step.Message, "0 of 2 nodes were seen renewing")
 	assert.False(t, step.Replace, "the pass rendered WaitingForKubelets")
 
-	step = Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: &KubeletsObserved{Renewed: true, Lifetime: year}}, t0.Add(time.Minute))
+	step = Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: &KubeletsObserved{Lifetime: year}}, t0.Add(time.Minute))
 	require.NotNil(t, step.Next)
 	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase, "no node: nothing to wait for")
 	assert.Contains(t, step.Message, "no node")
+}
+
+// The wait ends once every node of the workload cluster has been seen
+// with a client certificate of the new CA, across passes that each see
+// some (the requests are removed an hour after they were issued), and only
+// the nodes the workload cluster still has count.
+func TestClusterAuthorityFollowsKubeletRenewals(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	year := 365 * 24 * time.Hour
+	waiting := enter(Start(v1alpha1.TrustingNewCA, t0), v1alpha1.WaitingForKubelets, t0)
+	pass := func(r *v1alpha1.KeyRotation, nodes, renewed []string) Step {
+		return Authority(r, AuthorityObserved{Rolled: true, Kubelets: &KubeletsObserved{Nodes: nodes, Renewed: renewed, Lifetime: year}}, t0.Add(time.Hour))
+	}
+
+	step := pass(waiting, []string{"a", "b", "c"}, []string{"b", "gone", "b"})
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.WaitingForKubelets, step.Next.Phase)
+	assert.Equal(t, []string{"b"}, step.Next.RenewedNodes, "each node once, of the nodes there are")
+	assert.Contains(t, step.Message, "1 of 3 nodes")
+	assert.Equal(t, KubeletsPoll, step.Wake)
+	assert.Empty(t, waiting.RenewedNodes, "the rotation the pass read is not changed")
+
+	step = pass(step.Next, []string{"a", "b", "c"}, []string{"c"})
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.WaitingForKubelets, step.Next.Phase)
+	assert.Equal(t, []string{"b", "c"}, step.Next.RenewedNodes, "b's request was removed meanwhile; the record keeps it")
+	assert.Contains(t, step.Message, "2 of 3 nodes")
+
+	removed := pass(step.Next, []string{"a", "c"}, nil)
+	require.NotNil(t, removed.Next)
+	assert.Equal(t, []string{"c"}, removed.Next.RenewedNodes, "b was removed from the workload cluster")
+	assert.Contains(t, removed.Message, "1 of 2 nodes")
+
+	step = pass(step.Next, []string{"a", "b", "c"}, []string{"a"})
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase, "every node renewed, long before the lifetime has passed")
+	assert.Equal(t, []string{"a", "b", "c"}, step.Next.RenewedNodes)
+	assert.Contains(t, step.Message, "every node (3)")
+
+	joined := pass(step.Next, []string{"a", "b", "c", "d"}, nil)
+	assert.Equal(t, v1alpha1.DroppingOldCA, joined.Next.Phase, "a node that joins once the old CA is being dropped is not waited for: its kubelet got a certificate of the new CA")
+
+	issuing := enter(Start(v1alpha1.TrustingNewCA, t0), v1alpha1.IssuingFromNewCA, t0)
+	step = Authority(issuing, AuthorityObserved{Rolled: true, Kubelets: &KubeletsObserved{Nodes: []string{"a"}, Renewed: []string{"a"}, Lifetime: year}}, t0.Add(time.Minute))
+	require.NotNil(t, step.Next)
+	assert.Equal(t, v1alpha1.DroppingOldCA, step.Next.Phase, "a kubelet that renewed while the certificates were issued again is not waited for")
 }

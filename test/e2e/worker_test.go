@@ -68,7 +68,10 @@ func workerCluster(name string) string {
 // konnectivity agent run on it, a pod on it resolves the kubernetes
 // Service and reaches the API server through it with its service account
 // token, and kubectl logs and exec reach that pod through the hosted API
-// server (via konnectivity). Restored in place from a snapshot, etcd takes
+// server (via konnectivity). Every leaf certificate is renewed, the service
+// account key rotated and the cluster CA rotated (the worker keeps its
+// old trust and is never joined again; a new worker joins after), each with
+// clients counting failures. Restored in place from a snapshot, etcd takes
 // the kubelet's writes again and exec reaches the pod again. Then the worker
 // and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
@@ -130,6 +133,9 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 		nsObj.Labels[cluster.LoadBalancerHostnamesLabel] = "true"
 		require.NoError(t, k8s.Update(testContext(t), nsObj))
 	case loadBalancerAddress:
+		// Kubelet client certificates short enough to be renewed during
+		// the rotation of the cluster CA.
+		manifest += fmt.Sprintf("  deployment:\n    controllerManager:\n      args: {cluster-signing-duration: %s}\n", workerSigningDuration)
 	}
 	apply(t, ns, manifest)
 	key := client.ObjectKey{Namespace: ns, Name: name}
@@ -300,6 +306,15 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 		t.Run("the service account key rotated with no failed request", func(t *testing.T) {
 			serviceAccountKeyRotatedWithoutFailures(t, cfg, hosted, key, nodeName)
 		})
+		t.Run("the cluster CA rotated with the worker joined, and a new worker joins after", func(t *testing.T) {
+			clusterCARotatedWithWorker(t, key, nodeName)
+		})
+		// The admin certificate the test took at the start is of the old
+		// cluster CA, refused now: take the kubeconfig again, as a user
+		// does.
+		cfg = hostedConfig(t, ns, name)
+		hosted, err = kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.
 		store := startBackupStore(t, ns+"-backups")

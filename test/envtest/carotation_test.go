@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +74,14 @@ import (
 // refused after; a token asked for after is signed by the new key.
 // Encryption key: every Secret is stored under the new key afterwards, and
 // reads back unchanged.
+//
+// Cluster CA, rotated beside (rotate=emergency,cluster-ca): the workload
+// cluster has a node, so the rotation waits in WaitingForKubelets, saying
+// that none of one node renewed, until a kubelet client request of the
+// workload cluster carries a certificate the new CA signed for the node
+// (the test plays the kubelet's renewal and the controller manager's
+// signature); then it goes on, long before the year of the certificates'
+// lifetime.
 func TestEmergencyRotation(t *testing.T) {
 	const name = "emerg"
 	ports := []int{freePort(t), freePort(t)}
@@ -143,6 +152,13 @@ func TestEmergencyRotation(t *testing.T) {
 	}
 	oldToken := appToken(t, workload)
 	tokenAccepted(t, workload, oldToken)
+	// A node, whose kubelet holds a client certificate of the old cluster
+	// CA until it renews it (below).
+	const node = "worker-0"
+	answered(t, func() error {
+		_, err := workload.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+		return err
+	})
 
 	oldClusterCA := get(t, &corev1.Secret{}, ns, name+"-ca")
 	oldKubeconfig := get(t, &corev1.Secret{}, ns, name+"-kubeconfig")
@@ -158,6 +174,7 @@ func TestEmergencyRotation(t *testing.T) {
 		h.Annotations[v1alpha1.DropOldServiceAccountKeyAnnotation] = "true"
 	}))
 	start := time.Now()
+	renewed := false
 
 	// Play the rollouts until every rotation has ended.
 	waitForLong(t, "every key and CA is rotated", 20*time.Minute, func() error {
@@ -175,6 +192,10 @@ func TestEmergencyRotation(t *testing.T) {
 			}
 		}
 		cp := get(t, &v1alpha1.HostedControlPlane{}, ns, name)
+		if r := cp.Status.CertificateAuthorities.Cluster.Rotation; r != nil && r.Phase == v1alpha1.WaitingForKubelets && !renewed {
+			kubeletRenews(t, workload, get(t, &corev1.Secret{}, ns, name+"-ca-next"), node)
+			renewed = true
+		}
 		if st := cp.Status.CertificateAuthorities.Cluster; st.Rotation != nil || st.RotatedAt == nil {
 			return fmt.Errorf("status.certificateAuthorities.cluster: %+v; %s; %s; %s", st.Rotation,
 				conditionOf(cp, v1alpha1.ClusterCAReadyCondition), conditionOf(cp, v1alpha1.CertificatesReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition))
@@ -232,10 +253,14 @@ func TestEmergencyRotation(t *testing.T) {
 		cond := waitCondition(t, hcp, c.condition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 		assert.Contains(t, cond.Message, "last rotated at")
 	}
-	// The workload cluster has no node, so no kubelet holds a client
-	// certificate of the old cluster CA: WaitingForKubelets ends at once.
-	assert.Contains(t, strings.Join(clusterReasons(), "\n"), "DroppingOldCA: rotation of the cluster CA asked for at ")
-	assert.Contains(t, strings.Join(clusterReasons(), "\n"), "the workload cluster has no node whose kubelet could present a client certificate of the old CA")
+	// The rotation waited for the node's kubelet, and went on once it had
+	// renewed its client certificate with the new CA.
+	assert.True(t, renewed, "the rotation waited in WaitingForKubelets")
+	clusterSeen := strings.Join(clusterReasons(), "\n")
+	assert.Contains(t, clusterSeen, "WaitingForKubelets: rotation of the cluster CA asked for at ")
+	assert.Contains(t, clusterSeen, "the kubelets of 0 of 1 nodes renewed theirs with it")
+	assert.Contains(t, clusterSeen, "DroppingOldCA: rotation of the cluster CA asked for at ")
+	assert.Contains(t, clusterSeen, "the kubelet of every node (1) renewed its client certificate with the new CA")
 
 	seen := strings.Join(saReasons(), "\n")
 	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewKey, v1alpha1.SigningWithNewKey, v1alpha1.DroppingOldKey} {
@@ -702,6 +727,56 @@ func (l *load) stop() (int, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ok, slices.Clone(l.failures)
+}
+
+// kubeletRenews plays what the kubelet of node and the controller manager
+// do when the kubelet renews its client certificate: a request of the
+// kubelet client signer for system:node:<node>, approved, and a certificate
+// the CA in secret signs for it.
+func kubeletRenews(t *testing.T, workload kubernetes.Interface, secret *corev1.Secret, node string) {
+	t.Helper()
+	ctx := testContext(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	subject := pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}
+	request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, key)
+	require.NoError(t, err)
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-csr-" + node},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}
+	csrs := workload.CertificatesV1().CertificateSigningRequests()
+	answered(t, func() (err error) {
+		csr, err = csrs.Create(ctx, csr, metav1.CreateOptions{})
+		return err
+	})
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved", Message: "renewal of a node's own certificate",
+	})
+	answered(t, func() (err error) {
+		csr, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+		return err
+	})
+	caCert := parseCert(t, secret.Data["tls.crt"])
+	block, _ := pem.Decode(secret.Data["tls.key"])
+	require.NotNil(t, block)
+	caKey, err := parsePrivateKey(block.Bytes)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: subject,
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, caCert, key.Public(), caKey)
+	require.NoError(t, err)
+	csr.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	answered(t, func() error {
+		_, err := csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // signedClient is a client certificate the CA in secret signs, presented

@@ -1,0 +1,358 @@
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
+	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
+)
+
+// workerSigningDuration is the hosted controller manager's
+// --cluster-signing-duration in TestWorkerJoins: the lifetime of the
+// kubelet's client certificate, which it renews at 70 to 90% of it, so that
+// it renews with the new cluster CA within the test.
+const workerSigningDuration = 10 * time.Minute
+
+// clusterCARotatedWithWorker rotates the cluster CA of a Cluster whose
+// worker joined with the old CA (its kubelet trusts that CA alone) and is
+// never joined again, while a client on the host that trusts the CA
+// <cluster>-kubeconfig held at the start (and presents the client
+// certificate the kubeconfig holds at each connection), an informer, and a
+// pod on the worker whose CA file the kubelet updates count what fails.
+// No request is refused for a certificate or a credential. Other failures
+// are listed, not counted against the rotation: the etcd CA, rotated
+// beside, restarts the one etcd member of the Cluster three times, and
+// requests time out while it is down; and client-go closes every
+// connection of the host's client when the client certificate it reads
+// changes (twice: issued by the new CA, then from <cluster>-ca), which
+// fails a write in flight on one. The node stays Ready throughout, its kubelet renews its Lease
+// on time, and its renewal with the new CA ends WaitingForKubelets (long
+// before the certificates' lifetime); kubectl logs and exec reach the pod
+// through konnectivity afterwards. At the end <cluster>-kubeconfig and
+// kube-public/cluster-info hold the new CA alone, the old admin
+// certificate is refused, and a new worker joins with kubeadm, pinning the
+// CA of <cluster>-ca as the kubeadm bootstrap provider does.
+func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName string) {
+	ctx := testContext(t)
+	ns, name := key.Namespace, key.Name
+	oldCA := secretValue(t, ns, name+"-ca", corev1.TLSCertKey)
+	require.Equal(t, []string{caKey(t, oldCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "the kubeconfig holds the cluster CA alone")
+	oldAdmin := hostedConfig(t, ns, name)
+	cfg := followingConfig(t, key)
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	node, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	readySince := readyCondition(node).LastTransitionTime
+	createProbe(t, hosted, nodeName, "ca-counter", "--every=100ms", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods?limit=1")
+	heartbeats := followLease(t, hosted, nodeName)
+	clients := startRotationClients(t, cfg, hosted)
+	start := time.Now()
+
+	annotate(t, key, v1alpha1.RotateAnnotation, v1alpha1.RotateClusterCA)
+	seen := map[v1alpha1.RotationPhase]v1alpha1.KeyRotation{}
+	var bothTrusted bool
+	eventually(t, 30*time.Minute, "the rotation of the cluster CA", func() error {
+		hcp := &v1alpha1.HostedControlPlane{}
+		if err := k8s.Get(ctx, key, hcp); err != nil {
+			return err
+		}
+		st := hcp.Status.CertificateAuthorities.Cluster
+		if r := st.Rotation; r != nil {
+			seen[r.Phase] = *r
+			if (r.Phase == v1alpha1.IssuingFromNewCA || r.Phase == v1alpha1.WaitingForKubelets) && !bothTrusted {
+				// cluster-info is read through the API server, which may be
+				// down with etcd meanwhile.
+				info, err := clusterInfoCA(ctx, hosted)
+				bothTrusted = err == nil && len(caKeys(t, info)) == 2 && len(caKeys(t, kubeconfigCA(t, ns, name))) == 2
+			}
+		}
+		if st.Rotation == nil && st.RotatedAt != nil && !st.RotatedAt.Time.Before(start.Truncate(time.Second)) {
+			return nil
+		}
+		for _, c := range hcp.Status.Conditions {
+			if c.Type == v1alpha1.ClusterCAReadyCondition {
+				return fmt.Errorf("%s: %s", c.Reason, c.Message)
+			}
+		}
+		return errors.New("no ClusterCAReady condition")
+	})
+	total := time.Since(start)
+	t.Logf("BENCH rotation_cluster_ca_s %.3f s", total.Seconds())
+	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets, v1alpha1.DroppingOldCA} {
+		if r, ok := seen[phase]; ok {
+			t.Logf("%s since %s", phase, r.Since.UTC().Format(time.TimeOnly))
+		}
+	}
+	assert.True(t, bothTrusted, "while certificates are issued by the new CA and the rotation waits for the kubelets, the kubeconfig and cluster-info hold the old and the new CA")
+	dropping, ok := seen[v1alpha1.DroppingOldCA]
+	require.True(t, ok, "the rotation went through DroppingOldCA: %v", seen)
+	assert.Contains(t, dropping.RenewedNodes, nodeName, "the kubelet was seen renewing its client certificate with the new CA")
+	if waiting, ok := seen[v1alpha1.WaitingForKubelets]; ok {
+		assert.Less(t, dropping.Since.Sub(waiting.Since.Time), workerSigningDuration,
+			"the wait ended on the kubelet's renewal, before every certificate of the old CA could have expired")
+	}
+
+	// The probe reports its count every 5s.
+	time.Sleep(6 * time.Second)
+	clients.stopAllowing(t, notRefusedForTrust)
+	requests, failed, failures := countedByProbe(t, hosted, "ca-counter")
+	t.Logf("from the pod on the worker: %d requests, %d failed: %v", requests, failed, failures)
+	assert.Empty(t, refusedForTrust(failures), "requests from the pod refused for a certificate or a credential")
+	assert.Greater(t, requests, 100, "the pod read throughout")
+	heartbeats.check(t)
+
+	after, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, node.UID, after.UID, "the node was never registered again")
+	require.NoError(t, cluster.NodeReady(after))
+	assert.Equal(t, readySince, readyCondition(after).LastTransitionTime, "the node never left Ready")
+	eventually(t, 2*time.Minute, "kubectl exec reaches the pod through konnectivity", func() error {
+		stdout, stderr, err := execIn(ctx, cfg, hosted, "ca-counter", "/probe", "--version")
+		if err != nil {
+			return fmt.Errorf("exec: %w (stderr %q)", err, stderr)
+		}
+		if strings.TrimSpace(stdout) != "probe dev" {
+			return fmt.Errorf("exec printed %q", stdout)
+		}
+		return nil
+	})
+
+	newCA := secretValue(t, ns, name+"-ca", corev1.TLSCertKey)
+	assert.NotEqual(t, caKey(t, oldCA), caKey(t, newCA), "<cluster>-ca holds the new CA")
+	assert.Equal(t, []string{caKey(t, newCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "<cluster>-kubeconfig holds the new CA alone")
+	info, err := clusterInfoCA(ctx, hosted)
+	require.NoError(t, err)
+	assert.Equal(t, []string{caKey(t, newCA)}, caKeys(t, info), "kube-public/cluster-info holds the new CA alone")
+	refused, err := kubernetes.NewForConfig(withCA(oldAdmin, kubeconfigCA(t, ns, name)))
+	require.NoError(t, err)
+	_, err = refused.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+	assert.True(t, apierrors.IsUnauthorized(err), "the admin certificate of the old CA is refused: %v", err)
+
+	t.Run("a new worker joins with the new CA", func(t *testing.T) {
+		hostedClient, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
+		require.NoError(t, err)
+		spec := workerSpec{name: "worker-ca", index: 4, podCIDR: "192.168.4.0/24"}
+		w := startWorker(t, ns, name, spec, bootstrapToken(t, hostedClient, hosted), false)
+		stop := sync.OnceValue(w.Stop)
+		t.Cleanup(func() { assert.NoError(t, stop(), "stop the worker") })
+		require.NoError(t, w.ConfigureCNI())
+		eventually(t, 5*time.Minute, "node "+spec.name+" Ready", nodeReady(ctx, hosted, spec.name))
+		require.NoError(t, stop())
+		require.NoError(t, hosted.CoreV1().Nodes().Delete(ctx, spec.name, metav1.DeleteOptions{}))
+	})
+}
+
+// followingConfig is a client configuration of the Cluster at key that
+// trusts the CA <cluster>-kubeconfig holds now, and nothing else, and
+// presents at each connection the client certificate the kubeconfig holds
+// then (client-go reads a certificate file again at most every second): a
+// user who took the CA once and follows the credentials.
+func followingConfig(t *testing.T, key client.ObjectKey) *rest.Config {
+	t.Helper()
+	cfg := hostedConfig(t, key.Namespace, key.Name)
+	file := filepath.Join(t.TempDir(), "admin.pem")
+	ctx := testContext(t)
+	write := func() error {
+		kubeconfig, err := local.Kubeconfig(ctx, k8s, key)
+		if err != nil {
+			return err
+		}
+		current, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		if err != nil {
+			return err
+		}
+		tmp := file + ".new"
+		// One file holds both, so a reader never pairs a key with another
+		// certificate.
+		if err := os.WriteFile(tmp, slices.Concat(current.CertData, current.KeyData), 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, file)
+	}
+	require.NoError(t, write())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				_ = write()
+			}
+		}
+	}()
+	cfg.CertData, cfg.KeyData = nil, nil
+	cfg.CertFile, cfg.KeyFile = file, file
+	return cfg
+}
+
+// withCA is cfg trusting caPEM instead.
+func withCA(cfg *rest.Config, caPEM []byte) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.CAData, out.CAFile = caPEM, ""
+	return out
+}
+
+// secretValue is a value of a Secret of the management cluster.
+func secretValue(t *testing.T, ns, name, item string) []byte {
+	t.Helper()
+	secret := &corev1.Secret{}
+	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, secret))
+	return secret.Data[item]
+}
+
+// kubeconfigCA is the CA bundle <cluster>-kubeconfig holds.
+func kubeconfigCA(t *testing.T, ns, name string) []byte {
+	t.Helper()
+	return hostedConfig(t, ns, name).CAData
+}
+
+// clusterInfoCA is the CA bundle of kube-public/cluster-info, which
+// kubeadm join reads.
+func clusterInfoCA(ctx context.Context, hosted kubernetes.Interface) ([]byte, error) {
+	cm, err := hosted.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range kc.Clusters {
+		return c.CertificateAuthorityData, nil
+	}
+	return nil, errors.New("cluster-info holds no cluster")
+}
+
+// caKeys names each certificate of a PEM bundle by its subject and public
+// key, which a CA keeps across the certificates issued for it.
+func caKeys(t *testing.T, bundle []byte) []string {
+	t.Helper()
+	var keys []string
+	for block, remaining := pem.Decode(bundle); block != nil; block, remaining = pem.Decode(remaining) {
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		keys = append(keys, fmt.Sprintf("%s %x", cert.Subject, cert.RawSubjectPublicKeyInfo))
+	}
+	return keys
+}
+
+// caKey is caKeys of one certificate.
+func caKey(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	keys := caKeys(t, certPEM)
+	require.Len(t, keys, 1)
+	return keys[0]
+}
+
+// readyCondition is a node's Ready condition.
+func readyCondition(node *corev1.Node) corev1.NodeCondition {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+// refusedForTrust are the failures a certificate or a credential caused: a
+// server certificate not verified, a client certificate or token refused.
+func refusedForTrust(failures []string) []string {
+	var out []string
+	for _, f := range failures {
+		if !notRefusedForTrust(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func notRefusedForTrust(failure string) bool {
+	for _, s := range []string{"x509", "certificate", "tls:", "Unauthorized", "Forbidden"} {
+		if strings.Contains(failure, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseFollower samples a node's Lease, which its kubelet renews every
+// tenth of the lease's duration with its client certificate.
+type leaseFollower struct {
+	stop    func()
+	mu      sync.Mutex
+	renewed []time.Time
+	errs    int
+}
+
+// followLease samples the Lease of node every two seconds until check.
+func followLease(t *testing.T, hosted kubernetes.Interface, node string) *leaseFollower {
+	t.Helper()
+	ctx := testContext(t)
+	l := &leaseFollower{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			lease, err := hosted.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+			l.mu.Lock()
+			switch {
+			case err != nil:
+				l.errs++ // the API server may be down with etcd; the renewals tell
+			case lease.Spec.RenewTime != nil && (len(l.renewed) == 0 || !l.renewed[len(l.renewed)-1].Equal(lease.Spec.RenewTime.Time)):
+				l.renewed = append(l.renewed, lease.Spec.RenewTime.Time)
+			}
+			l.mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+	})
+	l.stop = sync.OnceFunc(func() { close(done); wg.Wait() })
+	t.Cleanup(l.stop)
+	return l
+}
+
+// check stops sampling and asserts that the kubelet renewed its Lease
+// throughout: never a lease duration (40 s, the kubelet's default) between
+// two renewals, or since the last.
+func (l *leaseFollower) check(t *testing.T) {
+	t.Helper()
+	l.stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.NotEmpty(t, l.renewed)
+	var longest time.Duration
+	for i, at := range append(slices.Clone(l.renewed), time.Now()) {
+		if i > 0 {
+			longest = max(longest, at.Sub(l.renewed[i-1]))
+		}
+	}
+	t.Logf("the node's Lease was renewed %d times, at most %s apart (%d reads failed)", len(l.renewed), longest.Round(time.Second), l.errs)
+	assert.Less(t, longest, 40*time.Second, "the kubelet renewed its Lease throughout")
+}
