@@ -38,6 +38,9 @@ CONFORMANCE_SIGS ?=
 # A regular expression that narrows a full or long run to the tests whose
 # names match it (e.g. to run the failures of the last run again).
 CONFORMANCE_FOCUS ?=
+# Which conformance tests make test-e2e runs beside the other end-to-end tests
+# (ci: the subset; empty: none).
+E2E_CONFORMANCE ?= ci
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -128,7 +131,9 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every 
 ##@ Test
 
 .PHONY: test
-test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs, then the time of each test and package.
+test: verify-generate lint manifests unit ## Everything CI runs, then the time of each test and package.
+	$(MAKE) --no-print-directory envtest-beside-images
+	$(MAKE) --no-print-directory test-e2e
 	@hack/test-times.sh $(BIN)/unit.log $(BIN)/unit-localcluster.log $(BIN)/unit-metricscheck.log $(BIN)/envtest.log $(BIN)/e2e-harness.log $(BIN)/e2e.log
 
 .PHONY: unit
@@ -141,10 +146,19 @@ unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server)
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (grep -E -A12 '^ +[a-z0-9_]+_test\.go:[0-9]+: |^--- FAIL|^panic:' $(BIN)/envtest.log | grep -v -E '^ *[EIW][0-9]{4} |^=== RUN' | head -300; exit 1)
 
+.PHONY: envtest-beside-images
+envtest-beside-images: ## envtest, while the end-to-end tests' images and the conformance suite build at the lowest CPU priority.
+	@echo "building the images and the conformance suite beside envtest (log: $(BIN)/images.log)"
+	mkdir -p $(BIN)
+	nice -n 19 $(MAKE) --no-print-directory images conformance-images >$(BIN)/images.log 2>&1 & images=$$!; \
+	rc=0; $(MAKE) --no-print-directory envtest || rc=$$?; \
+	if ! wait $$images; then echo "building the images failed:"; tail -60 $(BIN)/images.log; exit 1; fi; \
+	exit $$rc
+
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
-	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
+	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
 
 # Releases TestClusterctl installs and upgrades between (the oldest and the newest).
 CLUSTERCTL_RELEASES ?= v0.1.0 v0.2.0
