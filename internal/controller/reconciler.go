@@ -287,7 +287,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	if !s.answered() {
 		if s.probed || s.blocked != nil && s.blocked.Poll {
-			return ctrl.Result{RequeueAfter: retryAfter(s, time.Now())}, nil
+			return retryAfter(s, time.Now()), nil
 		}
 		// The objects the blocked phase waits for bring us back, or, when
 		// every phase is done and the first answer since the controller
@@ -305,7 +305,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if s.blocked != nil && s.blocked.Poll {
 		return ctrl.Result{RequeueAfter: pollInterval}, nil
 	}
-	return ctrl.Result{RequeueAfter: probeInterval}, nil
+	return background(probeInterval), nil
 }
 
 // step runs a step of a pass in a span of its own, named name.

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 )
@@ -20,16 +22,27 @@ const (
 	firstAnswerRetry  = time.Second
 )
 
-// retryAfter is how soon a pass that found the API server not answering
-// comes back.
-func retryAfter(s *scope, now time.Time) time.Duration {
+// retryAfter is when a pass that found the API server not answering comes
+// back: within the first answer's window soon, otherwise in the background.
+func retryAfter(s *scope, now time.Time) ctrl.Result {
 	if s.blocked != nil || ptr.Deref(s.hcp.Status.Initialization.ControlPlaneInitialized, false) {
-		return retryInterval
+		return background(retryInterval)
 	}
 	phases := managementPhases(etcd.Component{})
 	last := conditions.Get(s.hcp, phases[len(phases)-1].condition)
 	if last != nil && now.Sub(last.LastTransitionTime.Time) < firstAnswerWindow {
-		return firstAnswerRetry
+		return ctrl.Result{RequeueAfter: firstAnswerRetry}
 	}
-	return retryInterval
+	return background(retryInterval)
+}
+
+// background comes back after d at the queue's low priority: a pass that
+// only looks again, with nothing changed that it knows of, yields to every
+// pass an event brought (a spec change, an object of the control plane, a
+// probe's new answer), which come at the normal priority. When many control
+// planes stop answering at once, their passes every retryInterval then
+// never hold back a healthy control plane's change; an event for a control
+// plane waiting in the background raises it to the normal priority.
+func background(d time.Duration) ctrl.Result {
+	return ctrl.Result{RequeueAfter: d, Priority: ptr.To(handler.LowPriority)}
 }
