@@ -45,7 +45,10 @@ const outageControlPlanes = 300
 // probe and etcd, N hanging control planes, requeued every 15 s, took
 // N×7 s of the ten workers' 150 s per 15 s, so past about 20 of them a
 // change waited behind them, the longer the more there were; asks outside
-// the workers leave the workers free whatever N is.
+// the workers leave the workers free whatever N is. Their passes still
+// cost CPU, and on two cores 300 of them every 15 s kept the queue full,
+// so a change waited its turn behind them (p99 32 s); queued at the low
+// priority, they now yield to it.
 func BenchmarkReconcileUnderOutage(b *testing.B) {
 	ctx := context.Background()
 	n := outageControlPlanes
@@ -177,7 +180,7 @@ func hangingListener(b *testing.B, address string) net.Listener {
 // certificates issued.
 func settle(ctx context.Context, b *testing.B, ns string, n int) {
 	b.Helper()
-	for deadline := time.Now().Add(20 * time.Minute); ; time.Sleep(2 * time.Second) {
+	for deadline := time.Now().Add(time.Hour); ; time.Sleep(2 * time.Second) {
 		list := &v1alpha1.HostedControlPlaneList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
@@ -192,7 +195,7 @@ func settle(ctx context.Context, b *testing.B, ns string, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d control planes with every certificate issued after 20 minutes", issued, n)
+			b.Fatalf("%d of %d control planes with every certificate issued after an hour", issued, n)
 		}
 	}
 }
