@@ -38,9 +38,9 @@ CONFORMANCE_SIGS ?=
 # A regular expression that narrows a full or long run to the tests whose
 # names match it (e.g. to run the failures of the last run again).
 CONFORMANCE_FOCUS ?=
-# Which conformance tests make test-e2e runs beside the other end-to-end tests
-# (ci: the subset; empty: none).
-E2E_CONFORMANCE ?= ci
+# Which conformance tests make test-e2e runs beside the other end-to-end tests:
+# none by default (CI's budget), ci for the subset.
+E2E_CONFORMANCE ?=
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -131,9 +131,7 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every 
 ##@ Test
 
 .PHONY: test
-test: verify-generate lint manifests unit ## Everything CI runs, then the time of each test and package.
-	$(MAKE) --no-print-directory envtest-beside-images
-	$(MAKE) --no-print-directory test-e2e
+test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs, then the time of each test and package.
 	@hack/test-times.sh $(BIN)/unit.log $(BIN)/unit-localcluster.log $(BIN)/unit-metricscheck.log $(BIN)/envtest.log $(BIN)/e2e-harness.log $(BIN)/e2e.log
 
 .PHONY: unit
@@ -145,15 +143,6 @@ unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server)
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (grep -E -A12 '^ +[a-z0-9_]+_test\.go:[0-9]+: |^--- FAIL|^panic:' $(BIN)/envtest.log | grep -v -E '^ *[EIW][0-9]{4} |^=== RUN' | head -300; exit 1)
-
-.PHONY: envtest-beside-images
-envtest-beside-images: ## envtest, while the end-to-end tests' images and the conformance suite build at the lowest CPU priority.
-	@echo "building the images and the conformance suite beside envtest (log: $(BIN)/images.log)"
-	mkdir -p $(BIN)
-	nice -n 19 $(MAKE) --no-print-directory images conformance-images >$(BIN)/images.log 2>&1 & images=$$!; \
-	rc=0; $(MAKE) --no-print-directory envtest || rc=$$?; \
-	if ! wait $$images; then echo "building the images failed:"; tail -60 $(BIN)/images.log; exit 1; fi; \
-	exit $$rc
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
