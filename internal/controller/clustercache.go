@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// capiProbeInterval is the health probe interval Cluster API's ClusterCache
+// hard-codes (v1.14): a requeue no longer than this, of a connected cluster
+// whose last probe succeeded, is the wait for its next probe.
+const capiProbeInterval = 10 * time.Second
+
+// SetupClusterCache sets up Cluster API's ClusterCache, which connects to
+// each workload cluster through its kubeconfig Secret (read by secrets),
+// with workers reconciling Clusters of shard, and probes a connection whose
+// last probe succeeded every probeInterval instead of Cluster API's ten
+// seconds.
+//
+// The ClusterCache offers no setting for it, so its work queue stretches
+// the requeue that waits for the next probe. Only that one: a connection
+// that could not be made is tried again every 30 s, and a probe that failed
+// is repeated every 10 s until five in a row disconnect, as Cluster API
+// does. The trade-off is how soon a connection that dies unnoticed is
+// dropped: at its next probe, up to probeInterval later, while the
+// connection's informers retry their watches meanwhile. A control plane
+// whose API server stops answering is still noticed within two minutes by
+// the controller's own probe of /readyz, which runs outside the workers and
+// sets Available false.
+func SetupClusterCache(ctx context.Context, mgr ctrl.Manager, secrets client.Reader, shard Shard,
+	workers int, probeInterval time.Duration,
+) (clustercache.ClusterCache, error) {
+	health := &probeHealth{}
+	clusters, err := clustercache.SetupWithManager(ctx, mgr, ClusterCacheOptions(secrets, shard), crcontroller.Options{
+		MaxConcurrentReconciles: workers,
+		NewQueue: func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			return &probeQueue{
+				PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+					o.Log = mgr.GetLogger().WithValues("controller", name)
+					o.RateLimiter = limiter
+				}),
+				interval: probeInterval,
+				health:   health.of,
+				now:      time.Now,
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	health.clusters.Store(&clusters)
+	return clusters, nil
+}
+
+// probeHealth tells a queue built before the ClusterCache exists how the
+// ClusterCache's connections fare, once it does.
+type probeHealth struct {
+	clusters atomic.Pointer[clustercache.ClusterCache]
+}
+
+// of is the health checking state of cluster's connection, and whether
+// there is one; no connection while the ClusterCache is not set yet.
+func (h *probeHealth) of(cluster client.ObjectKey) (clustercache.HealthCheckingState, bool) {
+	p := h.clusters.Load()
+	if p == nil {
+		return clustercache.HealthCheckingState{}, false
+	}
+	ctx := context.Background()
+	if _, err := (*p).GetClient(ctx, cluster); err != nil {
+		return clustercache.HealthCheckingState{}, false
+	}
+	return (*p).GetHealthCheckingState(ctx, cluster), true
+}
+
+// probeQueue is the ClusterCache's priority queue (controller-runtime's
+// default, which its controller uses through AddWithOpts) with the wait for
+// the next health probe of a healthy connection stretched to interval.
+type probeQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+	interval time.Duration
+	health   func(client.ObjectKey) (clustercache.HealthCheckingState, bool)
+	now      func() time.Time
+}
+
+// AddAfter adds item after d, or later when it waits for a probe.
+func (q *probeQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	q.PriorityQueue.AddAfter(item, q.after(item, d))
+}
+
+// AddWithOpts adds items as told, those that wait for a probe later.
+func (q *probeQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	if o.RateLimited || o.After <= 0 {
+		q.PriorityQueue.AddWithOpts(o, items...)
+		return
+	}
+	for _, item := range items {
+		opts := o
+		opts.After = q.after(item, o.After)
+		q.PriorityQueue.AddWithOpts(opts, item)
+	}
+}
+
+// after is how long item waits when asked to wait d.
+func (q *probeQueue) after(item reconcile.Request, d time.Duration) time.Duration {
+	state, connected := q.health(item.NamespacedName)
+	return nextProbe(d, connected, state, q.interval, q.now())
+}
+
+// nextProbe is the wait d the ClusterCache asks for, or, when it is the
+// wait for the next probe (at most Cluster API's interval) of a connection
+// whose last probe succeeded, the time left until interval after that probe.
+func nextProbe(d time.Duration, connected bool, state clustercache.HealthCheckingState, interval time.Duration, now time.Time) time.Duration {
+	if d <= 0 || d > capiProbeInterval || !connected || state.ConsecutiveFailures > 0 || state.LastProbeSuccessTime.IsZero() {
+		return d
+	}
+	return max(d, state.LastProbeTime.Add(interval).Sub(now))
+}
