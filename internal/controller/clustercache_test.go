@@ -67,13 +67,13 @@ func TestProbeQueueStretchesBothPaths(t *testing.T) {
 	good := types.NamespacedName{Namespace: "tenants", Name: "good"}
 	bad := types.NamespacedName{Namespace: "tenants", Name: "bad"}
 	rec := &recordingQueue{}
-	q := &probeQueue{PriorityQueue: rec, interval: time.Minute, now: func() time.Time { return now },
-		health: func(key client.ObjectKey) (clustercache.HealthCheckingState, bool) {
-			if key == good {
-				return clustercache.HealthCheckingState{LastProbeTime: now, LastProbeSuccessTime: now}, true
-			}
-			return clustercache.HealthCheckingState{LastProbeTime: now, ConsecutiveFailures: 2}, true
-		}}
+	health := func(key client.ObjectKey) (clustercache.HealthCheckingState, bool) {
+		if key == good {
+			return clustercache.HealthCheckingState{LastProbeTime: now, LastProbeSuccessTime: now}, true
+		}
+		return clustercache.HealthCheckingState{LastProbeTime: now, ConsecutiveFailures: 2}, true
+	}
+	q := &probeQueue{PriorityQueue: rec, interval: time.Minute, health: health, now: func() time.Time { return now }}
 	high := 1
 	q.AddWithOpts(priorityqueue.AddOpts{After: 10 * time.Second, Priority: &high}, reconcile.Request{NamespacedName: good}, reconcile.Request{NamespacedName: bad})
 	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, reconcile.Request{NamespacedName: good})
