@@ -29,55 +29,75 @@ const capiProbeInterval = 10 * time.Second
 // the requeue that waits for the next probe. Only that one: a connection
 // that could not be made is tried again every 30 s, and a probe that failed
 // is repeated every 10 s until five in a row disconnect, as Cluster API
-// does. The trade-off is how soon a connection that dies unnoticed is
-// dropped: at its next probe, up to probeInterval later, while the
+// does. The trade-off is how soon a connection that died unnoticed is
+// dropped and made again (with the kubeconfig Secret's credentials of the
+// time): at its next probe, up to probeInterval later, while the
 // connection's informers retry their watches meanwhile. A control plane
 // whose API server stops answering is still noticed within two minutes by
 // the controller's own probe of /readyz, which runs outside the workers and
-// sets Available false.
+// sets Available false; and a pass whose workload side fails asks for a
+// probe at once (see ProbeSoon), so that credentials or a CA rotated under
+// the connection are picked up as soon as a write needs them.
 func SetupClusterCache(ctx context.Context, mgr ctrl.Manager, secrets client.Reader, shard Shard,
 	workers int, probeInterval time.Duration,
-) (clustercache.ClusterCache, error) {
-	health := &probeHealth{}
+) (*WorkloadCache, error) {
+	w := &WorkloadCache{}
 	clusters, err := clustercache.SetupWithManager(ctx, mgr, ClusterCacheOptions(secrets, shard), crcontroller.Options{
 		MaxConcurrentReconciles: workers,
 		NewQueue: func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-			return &probeQueue{
+			q := &probeQueue{
 				PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
 					o.Log = mgr.GetLogger().WithValues("controller", name)
 					o.RateLimiter = limiter
 				}),
 				interval: probeInterval,
-				health:   health.of,
+				health:   w.health,
 				now:      time.Now,
 			}
+			w.queue.Store(q)
+			return q
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	health.clusters.Store(&clusters)
-	return clusters, nil
+	w.ClusterCache = clusters
+	w.ready.Store(true)
+	return w, nil
 }
 
-// probeHealth tells a queue built before the ClusterCache exists how the
-// ClusterCache's connections fare, once it does.
-type probeHealth struct {
-	clusters atomic.Pointer[clustercache.ClusterCache]
+// WorkloadCache is Cluster API's ClusterCache as SetupClusterCache sets it
+// up.
+type WorkloadCache struct {
+	clustercache.ClusterCache
+	// ready tells the queue, which may be built before SetupClusterCache
+	// returns, that ClusterCache is set.
+	ready atomic.Bool
+	// queue is the ClusterCache's work queue, once its controller started.
+	queue atomic.Pointer[probeQueue]
 }
 
-// of is the health checking state of cluster's connection, and whether
-// there is one; no connection while the ClusterCache is not set yet.
-func (h *probeHealth) of(cluster client.ObjectKey) (clustercache.HealthCheckingState, bool) {
-	p := h.clusters.Load()
-	if p == nil {
+// ProbeSoon has the ClusterCache probe the connection to cluster now,
+// unless it did within Cluster API's interval (ten seconds); a probe that
+// fails is repeated at Cluster API's pace and drops the connection, which
+// is then made again from the kubeconfig Secret.
+func (w *WorkloadCache) ProbeSoon(cluster client.ObjectKey) {
+	if q := w.queue.Load(); q != nil {
+		q.PriorityQueue.Add(reconcile.Request{NamespacedName: cluster})
+	}
+}
+
+// health is the health checking state of cluster's connection, and whether
+// there is one; none before the ClusterCache is set.
+func (w *WorkloadCache) health(cluster client.ObjectKey) (clustercache.HealthCheckingState, bool) {
+	if !w.ready.Load() {
 		return clustercache.HealthCheckingState{}, false
 	}
 	ctx := context.Background()
-	if _, err := (*p).GetClient(ctx, cluster); err != nil {
+	if _, err := w.GetClient(ctx, cluster); err != nil {
 		return clustercache.HealthCheckingState{}, false
 	}
-	return (*p).GetHealthCheckingState(ctx, cluster), true
+	return w.GetHealthCheckingState(ctx, cluster), true
 }
 
 // probeQueue is the ClusterCache's priority queue (controller-runtime's

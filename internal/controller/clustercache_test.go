@@ -48,6 +48,7 @@ type recordingQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
 	added []priorityqueue.AddOpts
 	after []time.Duration
+	now   []reconcile.Request
 }
 
 func (r *recordingQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
@@ -57,6 +58,8 @@ func (r *recordingQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile
 }
 
 func (r *recordingQueue) AddAfter(_ reconcile.Request, d time.Duration) { r.after = append(r.after, d) }
+
+func (r *recordingQueue) Add(item reconcile.Request) { r.now = append(r.now, item) }
 
 // Both ways a controller requeues after a while are stretched: AddWithOpts,
 // which controller-runtime's controller uses with a priority queue, and
@@ -86,8 +89,22 @@ func TestProbeQueueStretchesBothPaths(t *testing.T) {
 	assert.Equal(t, []time.Duration{time.Minute, 10 * time.Second}, rec.after)
 }
 
-// Until the ClusterCache is set, no cluster counts as connected.
-func TestProbeHealthBeforeTheClusterCache(t *testing.T) {
-	_, connected := (&probeHealth{}).of(client.ObjectKey{Namespace: "tenants", Name: "a"})
+// Until the ClusterCache is set, no cluster counts as connected, and
+// before its controller starts nothing is probed.
+func TestWorkloadCacheBeforeItIsSet(t *testing.T) {
+	w := &WorkloadCache{}
+	_, connected := w.health(client.ObjectKey{Namespace: "tenants", Name: "a"})
 	assert.False(t, connected)
+	w.ProbeSoon(client.ObjectKey{Namespace: "tenants", Name: "a"})
+}
+
+// ProbeSoon queues the cluster's Cluster at once, for the ClusterCache to
+// probe unless it did within ten seconds.
+func TestProbeSoon(t *testing.T) {
+	rec := &recordingQueue{}
+	w := &WorkloadCache{}
+	w.queue.Store(&probeQueue{PriorityQueue: rec})
+	key := client.ObjectKey{Namespace: "tenants", Name: "a"}
+	w.ProbeSoon(key)
+	assert.Equal(t, []reconcile.Request{{NamespacedName: key}}, rec.now)
 }
