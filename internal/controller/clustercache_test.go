@@ -2,10 +2,16 @@ package controller
 
 import (
 	"cmp"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,4 +113,17 @@ func TestProbeSoon(t *testing.T) {
 	key := client.ObjectKey{Namespace: "tenants", Name: "a"}
 	w.ProbeSoon(key)
 	assert.Equal(t, []reconcile.Request{{NamespacedName: key}}, rec.now)
+}
+
+// What a connection gets whose credentials or CA were rotated under it asks
+// for a probe; the API server's other answers do not.
+func TestConnectionFailed(t *testing.T) {
+	untrusted := &url.Error{Op: "Get", URL: "https://192.0.2.10:6443/api", Err: x509.UnknownAuthorityError{}}
+	gr := schema.GroupResource{Resource: "configmaps"}
+	assert.True(t, connectionFailed(untrusted))
+	assert.True(t, connectionFailed(fmt.Errorf("apply ConfigMap kube-system/coredns: %w", untrusted)))
+	assert.True(t, connectionFailed(apierrors.NewUnauthorized("Unauthorized")))
+	assert.False(t, connectionFailed(apierrors.NewNotFound(gr, "coredns")))
+	assert.False(t, connectionFailed(apierrors.NewConflict(gr, "coredns", errors.New("changed"))))
+	assert.False(t, connectionFailed(errors.New("the endpoint is a loopback address")))
 }

@@ -92,13 +92,12 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) (err error
 	problems := r.run(ctx, s, workload, workloadPhases())
 	more, err := r.rewriteSecrets(ctx, s, live)
 	s.rewriting = more
-	if err := errors.Join(append(problems, err)...); err != nil {
+	if s.connectionFailed || err != nil && connectionFailed(err) {
 		// Perhaps the connection's credentials or CA were rotated under it,
-		// which the ClusterCache notices only at its next probe.
+		// which the ClusterCache would notice only at its next probe.
 		r.clusters.ProbeSoon(key)
-		return err
 	}
-	return nil
+	return errors.Join(append(problems, err)...)
 }
 
 // watchWorkload watches our objects in the workload cluster, so that an edit
