@@ -35,9 +35,10 @@ const capiProbeInterval = 10 * time.Second
 // connection's informers retry their watches meanwhile. A control plane
 // whose API server stops answering is still noticed within two minutes by
 // the controller's own probe of /readyz, which runs outside the workers and
-// sets Available false; and a pass whose workload side fails asks for a
-// probe at once (see ProbeSoon), so that credentials or a CA rotated under
-// the connection are picked up as soon as a write needs them.
+// sets Available false; and a pass whose request to the workload cluster
+// does not reach it or is refused authentication asks for a probe at once
+// (see ProbeSoon), so that credentials or a CA rotated under the connection
+// are picked up as soon as the pass needs them.
 func SetupClusterCache(ctx context.Context, mgr ctrl.Manager, secrets client.Reader, shard Shard,
 	workers int, probeInterval time.Duration,
 ) (*WorkloadCache, error) {
@@ -83,7 +84,7 @@ type WorkloadCache struct {
 // is then made again from the kubeconfig Secret.
 func (w *WorkloadCache) ProbeSoon(cluster client.ObjectKey) {
 	if q := w.queue.Load(); q != nil {
-		q.PriorityQueue.Add(reconcile.Request{NamespacedName: cluster})
+		q.Add(reconcile.Request{NamespacedName: cluster})
 	}
 }
 
