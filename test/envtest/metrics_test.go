@@ -212,7 +212,7 @@ func servingControlPlane(t testing.TB, name string, changes ...func(*v1alpha1.Ho
 
 // workloadFor is the workload cluster of a control plane, reached through the
 // kubeconfig the controller wrote.
-func workloadFor(t *testing.T, ns, name string) *workloadCluster {
+func workloadFor(t testing.TB, ns, name string) *workloadCluster {
 	t.Helper()
 	secret := get(t, &corev1.Secret{}, ns, name+"-kubeconfig")
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
