@@ -3,8 +3,6 @@ package envtest
 import (
 	"fmt"
 	"net/url"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,14 +66,13 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 		hcps[i] = hcp
 	}
 	time.Sleep(idleSettle)
-	start, startedAt := requestsByHost(b), time.Now()
-	passes, probes := counted(b)
+	start, startedAt := snapshot(b), time.Now()
 	time.Sleep(idleWindow)
-	end, minutes := requestsByHost(b), time.Since(startedAt).Minutes()
+	end, minutes := snapshot(b), time.Since(startedAt).Minutes()
 	after, err := controller.RSSMiB()
 	require.NoError(b, err)
-	morePasses, moreProbes := counted(b)
-	b.Logf("in %.1f minutes: %v passes over the control planes, %v health probes of the ClusterCache", minutes, morePasses-passes, moreProbes-probes)
+	b.Logf("in %.1f minutes: %v passes over the control planes, %v health probes of the ClusterCache",
+		minutes, end.passes-start.passes, end.probes-start.probes)
 	for _, hcp := range hcps {
 		for _, c := range get(b, &v1alpha1.HostedControlPlane{}, hcp.Namespace, hcp.Name).Status.Conditions {
 			if c.Status != metav1.ConditionTrue && c.Type != clusterv1.PausedCondition {
@@ -85,8 +82,8 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 	}
 
 	var toManagement, toWorkloads float64
-	for series, n := range end {
-		n -= start[series]
+	for series, n := range end.requests {
+		n -= start.requests[series]
 		switch {
 		case n == 0:
 			continue
@@ -106,32 +103,25 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 	fmt.Printf("BENCH controller_rss_mib_per_connected_cp %.3f MiB\n", (after-before)/idleControlPlanes)
 }
 
-// counted is how many passes over control planes the shared controller
-// finished, and how many health probes its ClusterCache made.
-func counted(t testing.TB) (passes, probes float64) {
-	t.Helper()
-	f := families(t, scrapeController(t))
-	for _, m := range f["controller_runtime_reconcile_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "controller" && l.GetValue() == "hostedcontrolplane" {
-				passes += m.GetCounter().GetValue()
-			}
-		}
-	}
-	for _, m := range f["capi_cluster_cache_healthchecks_total"].GetMetric() {
-		probes += m.GetCounter().GetValue()
-	}
-	return passes, probes
-}
-
 // requestSeries is one series of rest_client_requests_total.
 type requestSeries struct{ host, method, code string }
 
-// requestsByHost reads the shared controller's rest_client_requests_total.
-func requestsByHost(t testing.TB) map[requestSeries]float64 {
+// counts are what one scrape of the shared controller's metrics tells: its
+// requests (rest_client_requests_total), its passes over control planes and
+// its ClusterCache's health probes. A scrape costs the controller the
+// authentication and authorization of the scraper (a TokenReview and a
+// SubjectAccessReview, unless cached), which the scrape counts itself.
+type counts struct {
+	requests       map[requestSeries]float64
+	passes, probes float64
+}
+
+// snapshot scrapes the shared controller's metrics once.
+func snapshot(t testing.TB) counts {
 	t.Helper()
-	counts := map[requestSeries]float64{}
-	for _, m := range families(t, scrapeController(t))["rest_client_requests_total"].GetMetric() {
+	f := families(t, scrapeController(t))
+	c := counts{requests: map[requestSeries]float64{}}
+	for _, m := range f["rest_client_requests_total"].GetMetric() {
 		var s requestSeries
 		for _, l := range m.GetLabel() {
 			switch l.GetName() {
@@ -143,16 +133,18 @@ func requestsByHost(t testing.TB) map[requestSeries]float64 {
 				s.code = l.GetValue()
 			}
 		}
-		counts[s] += m.GetCounter().GetValue()
+		c.requests[s] += m.GetCounter().GetValue()
 	}
-	require.NotEmpty(t, counts, "no rest_client_requests_total in the controller's metrics")
-	hosts := slices.Sorted(func(yield func(string) bool) {
-		for s := range counts {
-			if !yield(s.host) {
-				return
+	require.NotEmpty(t, c.requests, "no rest_client_requests_total in the controller's metrics")
+	for _, m := range f["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == "hostedcontrolplane" {
+				c.passes += m.GetCounter().GetValue()
 			}
 		}
-	})
-	t.Logf("hosts: %s", strings.Join(slices.Compact(hosts), ", "))
-	return counts
+	}
+	for _, m := range f["capi_cluster_cache_healthchecks_total"].GetMetric() {
+		c.probes += m.GetCounter().GetValue()
+	}
+	return c
 }
