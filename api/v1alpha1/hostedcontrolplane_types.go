@@ -528,7 +528,8 @@ type EtcdStatus struct {
 
 	// volumeUsage is the largest database file a member reports (etcd's
 	// dbSize, including the free pages a defragmentation would return), as
-	// last observed: what counts against the backend quota. The write-ahead
+	// last observed and rounded up to a whole MiB: what counts against the
+	// backend quota. The write-ahead
 	// log and snapshot files beside it on the volume, for which the quota
 	// leaves room, are not counted.
 	// +optional

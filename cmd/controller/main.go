@@ -11,10 +11,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -84,8 +82,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	if rendering.ManagementAPIServer, err = controller.ManagementAPIServer(ctx, mgr.GetAPIReader()); err != nil {
 		return err
 	}
-	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), shard),
-		crcontroller.Options{MaxConcurrentReconciles: cfg.MaxConcurrentReconciles})
+	clusters, err := controller.SetupClusterCache(ctx, mgr, mgr.GetClient(), shard, cfg.MaxConcurrentReconciles, cfg.WorkloadHealthProbeInterval)
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
 	}
@@ -122,6 +119,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 	}
 	ctrl.Log.Info("starting", "webhooks", cfg.EnableWebhooks, "leaderElection", cfg.LeaderElection,
 		"maxConcurrentReconciles", cfg.MaxConcurrentReconciles, "maxConcurrentBackups", cfg.MaxConcurrentBackups, "minBackupInterval", cfg.MinBackupInterval, "mustRollInterval", cfg.MustRollInterval,
+		"workloadHealthProbeInterval", cfg.WorkloadHealthProbeInterval,
 		"release", contract.Release,
 		"allowedImageRegistries", cfg.AllowedImageRegistries.String())
 	return mgr.Start(ctx)

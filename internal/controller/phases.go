@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"go.opentelemetry.io/otel/codes"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,6 +123,7 @@ func (r *Reconciler) runPhase(ctx context.Context, s *scope, on side, p phase) r
 	for _, c := range p.components {
 		out, err := r.keep(ctx, s, on, c)
 		if err != nil {
+			s.connectionFailed = s.connectionFailed || on.name == workloadSide && connectionFailed(err)
 			out = failure(err)
 		}
 		if out.Warn {
@@ -285,6 +288,14 @@ func (s *scope) recordKubeconfig(objs []client.Object) {
 			s.kubeconfig = secret.Data["value"]
 		}
 	}
+}
+
+// connectionFailed tells whether err is a request that did not reach the
+// API server, or that it refused to authenticate: what a connection gets
+// whose credentials or CA were rotated under it.
+func connectionFailed(err error) bool {
+	var transport *url.Error
+	return errors.As(err, &transport) || apierrors.IsUnauthorized(err)
 }
 
 // failure turns an error into the outcome that explains it.

@@ -174,6 +174,9 @@ type scope struct {
 	// says another page is due.
 	rewritten *rewrite
 	rewriting bool
+	// connectionFailed tells that a request to the workload cluster did
+	// not reach its API server, or was refused authentication.
+	connectionFailed bool
 	// soon is how soon the pass asks to come back at the latest, for what
 	// no watch reports; zero when it does not ask.
 	soon time.Duration

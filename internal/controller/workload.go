@@ -34,6 +34,9 @@ type WorkloadClusters interface {
 	Watch(ctx context.Context, cluster client.ObjectKey, watcher clustercache.Watcher) error
 	GetClusterSource(controllerName string, mapFunc func(ctx context.Context, cluster client.Object) []ctrl.Request,
 		opts ...clustercache.GetClusterSourceOption) source.Source
+	// ProbeSoon has the connection to cluster probed now, so that one that
+	// no longer works is made again.
+	ProbeSoon(cluster client.ObjectKey)
 }
 
 // workloadKinds are the kinds the controller keeps in workload clusters; the
@@ -89,6 +92,11 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, s *scope) (err error
 	problems := r.run(ctx, s, workload, workloadPhases())
 	more, err := r.rewriteSecrets(ctx, s, live)
 	s.rewriting = more
+	if s.connectionFailed || err != nil && connectionFailed(err) {
+		// Perhaps the connection's credentials or CA were rotated under it,
+		// which the ClusterCache would notice only at its next probe.
+		r.clusters.ProbeSoon(key)
+	}
 	return errors.Join(append(problems, err)...)
 }
 

@@ -166,6 +166,10 @@ type Controller struct {
 	// planes' rollouts of a change a release must roll (see
 	// internal/rollout): one control plane rolls at a time.
 	MustRollInterval time.Duration
+	// WorkloadHealthProbeInterval is how often Cluster API's ClusterCache
+	// probes a workload cluster it is connected to while its probes succeed;
+	// a failing probe is retried at Cluster API's own pace.
+	WorkloadHealthProbeInterval time.Duration
 }
 
 // DefaultMustRollInterval starts a control plane's rollout of a change a
@@ -176,6 +180,19 @@ const DefaultMustRollInterval = 10 * time.Minute
 // maxMustRollInterval is a week, the most a platform would wait between two
 // control planes for a change that must roll.
 const maxMustRollInterval = 7 * 24 * time.Hour
+
+// DefaultWorkloadHealthProbeInterval probes a healthy workload connection
+// every five minutes instead of Cluster API's ten seconds: the controller's
+// own probe of each API server (every two minutes) already notices one
+// that stops answering, and the connection's watches retry on their own.
+const DefaultWorkloadHealthProbeInterval = 5 * time.Minute
+
+// The bounds of WORKLOAD_HEALTH_PROBE_INTERVAL: Cluster API's own interval,
+// and an hour, beyond which a dead connection would stay unnoticed too long.
+const (
+	minWorkloadHealthProbeInterval = 10 * time.Second
+	maxWorkloadHealthProbeInterval = time.Hour
+)
 
 // OTLPOff turns tracing off as an empty OTEL_EXPORTER_OTLP_ENDPOINT does
 // (and unsets OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), for installers such as
@@ -218,6 +235,8 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 		"image of the init container that restores an etcd member from a snapshot (spec.etcd.restore)")
 	src.Duration(&c.MustRollInterval, "must-roll-interval", "MUST_ROLL_INTERVAL", DefaultMustRollInterval,
 		"least time between the starts of two control planes' rollouts of a change a release must roll, one at a time (0 to 168h)")
+	src.Duration(&c.WorkloadHealthProbeInterval, "workload-health-probe-interval", "WORKLOAD_HEALTH_PROBE_INTERVAL", DefaultWorkloadHealthProbeInterval,
+		"how often a connection to a workload cluster whose last health probe succeeded is probed again (10s to 1h); a failing one is probed every 10s")
 	src.String(&c.WatchFilter, "watch-filter", "WATCH_FILTER", "",
 		"serve only the control planes and Clusters labelled cluster.x-k8s.io/watch-filter=<value> (Cluster API's convention); all when empty")
 	var namespaces string
@@ -264,6 +283,9 @@ func parseController(args []string, getenv func(string) string, w io.Writer, nam
 	}
 	if c.MustRollInterval < 0 || c.MustRollInterval > maxMustRollInterval {
 		errs = append(errs, fmt.Errorf("MUST_ROLL_INTERVAL/--must-roll-interval %s: use 0 to 168h", c.MustRollInterval))
+	}
+	if c.WorkloadHealthProbeInterval < minWorkloadHealthProbeInterval || c.WorkloadHealthProbeInterval > maxWorkloadHealthProbeInterval {
+		errs = append(errs, fmt.Errorf("WORKLOAD_HEALTH_PROBE_INTERVAL/--workload-health-probe-interval %s: use 10s to 1h", c.WorkloadHealthProbeInterval))
 	}
 	if c.MaxConcurrentBackups < 1 || c.MaxConcurrentBackups > 20 {
 		errs = append(errs, fmt.Errorf("MAX_CONCURRENT_BACKUPS/--max-concurrent-backups %d: use 1 to 20", c.MaxConcurrentBackups))

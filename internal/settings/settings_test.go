@@ -174,7 +174,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
 		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
-		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES",
+		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES", "WORKLOAD_HEALTH_PROBE_INTERVAL",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}
@@ -240,6 +240,30 @@ func TestMustRollInterval(t *testing.T) {
 		"200h": "MUST_ROLL_INTERVAL/--must-roll-interval 200h0m0s: use 0 to 168h",
 	} {
 		_, err := outsidePod(t, quiet, env(map[string]string{"MUST_ROLL_INTERVAL": value}))
+		assert.ErrorContains(t, err, want, value)
+	}
+}
+
+// WORKLOAD_HEALTH_PROBE_INTERVAL is five minutes unless set, within 10s to
+// an hour; a bad value names the variable.
+func TestWorkloadHealthProbeInterval(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	c, err := outsidePod(t, quiet, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, c.WorkloadHealthProbeInterval)
+	c, err = outsidePod(t, quiet, env(map[string]string{"WORKLOAD_HEALTH_PROBE_INTERVAL": "10s"}))
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, c.WorkloadHealthProbeInterval)
+	c, err = outsidePod(t, append(quiet, "--workload-health-probe-interval=1h"), env(map[string]string{"WORKLOAD_HEALTH_PROBE_INTERVAL": "1m"}))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, c.WorkloadHealthProbeInterval, "the flag wins")
+	for value, want := range map[string]string{
+		"often": `WORKLOAD_HEALTH_PROBE_INTERVAL="often": use a duration such as 1h or 30m`,
+		"9s":    "WORKLOAD_HEALTH_PROBE_INTERVAL/--workload-health-probe-interval 9s: use 10s to 1h",
+		"-5m":   "WORKLOAD_HEALTH_PROBE_INTERVAL/--workload-health-probe-interval -5m0s: use 10s to 1h",
+		"61m":   "WORKLOAD_HEALTH_PROBE_INTERVAL/--workload-health-probe-interval 1h1m0s: use 10s to 1h",
+	} {
+		_, err := outsidePod(t, quiet, env(map[string]string{"WORKLOAD_HEALTH_PROBE_INTERVAL": value}))
 		assert.ErrorContains(t, err, want, value)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // newCluster creates a Cluster whose control plane is the HostedControlPlane
 // of the same name, with the API server port given (0 for the default).
-func newCluster(t *testing.T, ns, name string, port int32) *clusterv1.Cluster {
+func newCluster(t testing.TB, ns, name string, port int32) *clusterv1.Cluster {
 	t.Helper()
 	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	c.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"10.96.0.0/12"}
@@ -39,7 +39,7 @@ func newCluster(t *testing.T, ns, name string, port int32) *clusterv1.Cluster {
 // newControlPlane creates the HostedControlPlane of cluster. No Cluster API
 // core controller runs here, so the test sets the owner reference to the
 // Cluster that Cluster API would set.
-func newControlPlane(t *testing.T, cluster *clusterv1.Cluster, change func(*v1alpha1.HostedControlPlane)) *v1alpha1.HostedControlPlane {
+func newControlPlane(t testing.TB, cluster *clusterv1.Cluster, change func(*v1alpha1.HostedControlPlane)) *v1alpha1.HostedControlPlane {
 	t.Helper()
 	hcp := &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{
 		Namespace: cluster.Namespace, Name: cluster.Name,
@@ -58,7 +58,7 @@ func newControlPlane(t *testing.T, cluster *clusterv1.Cluster, change func(*v1al
 
 // waitFor polls for up to a minute until check passes, failing with its
 // last complaint.
-func waitFor(t *testing.T, what string, check func() error) {
+func waitFor(t testing.TB, what string, check func() error) {
 	t.Helper()
 	const timeout = time.Minute
 	deadline := time.Now().Add(timeout)
@@ -74,7 +74,7 @@ func waitFor(t *testing.T, what string, check func() error) {
 
 // waitCondition waits until the control plane's condition has status and a
 // reason, returning the condition.
-func waitCondition(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+func waitCondition(t testing.TB, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
 	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), func() error {
@@ -91,7 +91,7 @@ func waitCondition(t *testing.T, hcp *v1alpha1.HostedControlPlane, condition str
 }
 
 // get waits for an object to exist and reads it.
-func get[T client.Object](t *testing.T, obj T, ns, name string) T {
+func get[T client.Object](t testing.TB, obj T, ns, name string) T {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%T %s/%s exists", obj, ns, name), func() error {
 		return env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)
@@ -106,13 +106,13 @@ func absent(t *testing.T, obj client.Object, ns, name string) {
 	require.Error(t, err, "%T %s/%s must not exist yet", obj, ns, name)
 }
 
-func rollOutStatefulSet(t *testing.T, ns, name string) {
+func rollOutStatefulSet(t testing.TB, ns, name string) {
 	t.Helper()
 	get(t, &appsv1.StatefulSet{}, ns, name)
 	require.NoError(t, RollOutStatefulSet(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: name}))
 }
 
-func rollOutDeployment(t *testing.T, ns, name string) {
+func rollOutDeployment(t testing.TB, ns, name string) {
 	t.Helper()
 	get(t, &appsv1.Deployment{}, ns, name)
 	require.NoError(t, RollOutDeployment(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: name}))
@@ -120,7 +120,7 @@ func rollOutDeployment(t *testing.T, ns, name string) {
 
 // runningPod creates a ready pod of the API server's current template at
 // version, as the Deployment controller, the scheduler and a kubelet would.
-func runningPod(t *testing.T, hcp *v1alpha1.HostedControlPlane, name, version string) {
+func runningPod(t testing.TB, hcp *v1alpha1.HostedControlPlane, name, version string) {
 	t.Helper()
 	d := get(t, &appsv1.Deployment{}, hcp.Namespace, hcp.Name+"-apiserver")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hcp.Namespace, Name: name, Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations}}
@@ -157,7 +157,7 @@ func reconciles(t *testing.T) (total float64, idle bool) {
 }
 
 // writeSecretFiles writes each key of a Secret as a file in dir.
-func writeSecretFiles(t *testing.T, ns, name, dir string) {
+func writeSecretFiles(t testing.TB, ns, name, dir string) {
 	t.Helper()
 	secret := get(t, &corev1.Secret{}, ns, name)
 	require.NoError(t, os.MkdirAll(dir, 0o700))

@@ -53,7 +53,7 @@ func runHostedEtcd(t *testing.T, ns, cluster string) *hostedEtcd {
 // and, when podIP is set, as the first member of its StatefulSet: named as
 // its pod and serving also on the pod's address and etcd's client port,
 // where the controller reaches its members.
-func runHostedEtcdAt(t *testing.T, ns, cluster, podIP string) *hostedEtcd {
+func runHostedEtcdAt(t testing.TB, ns, cluster, podIP string) *hostedEtcd {
 	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	dir := t.TempDir()
@@ -85,13 +85,13 @@ func runHostedEtcdAt(t *testing.T, ns, cluster, podIP string) *hostedEtcd {
 // the etcd, without the flags that drop says to leave out (playing an API
 // server of an older release), on 127.0.0.1:port, and waits until it
 // listens. It returns the process and the path of its audit log.
-func (h *hostedEtcd) startAPIServer(t *testing.T, port int, drop func(arg string) bool) (*Process, string) {
+func (h *hostedEtcd) startAPIServer(t testing.TB, port int, drop func(arg string) bool) (*Process, string) {
 	t.Helper()
 	return h.startAPIServerIn(t, t.TempDir(), port, drop)
 }
 
 // startAPIServerIn is startAPIServer with the pod's files under dir.
-func (h *hostedEtcd) startAPIServerIn(t *testing.T, dir string, port int, drop func(arg string) bool) (*Process, string) {
+func (h *hostedEtcd) startAPIServerIn(t testing.TB, dir string, port int, drop func(arg string) bool) (*Process, string) {
 	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	d := get(t, &appsv1.Deployment{}, h.ns, h.cluster+"-apiserver")
@@ -167,7 +167,7 @@ func (h *hostedEtcd) client(t *testing.T) *clientv3.Client {
 
 // mountInto writes the Secrets a container mounts under dir and returns its
 // arguments with mount paths moved there and the pod IP set to 127.0.0.1.
-func mountInto(t *testing.T, ns, dir string, volumes []corev1.Volume, c corev1.Container) []string {
+func mountInto(t testing.TB, ns, dir string, volumes []corev1.Volume, c corev1.Container) []string {
 	t.Helper()
 	secrets := map[string]string{}
 	for _, v := range volumes {
@@ -196,7 +196,7 @@ func mountInto(t *testing.T, ns, dir string, volumes []corev1.Volume, c corev1.C
 	return args
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	p, err := FreePort()
 	require.NoError(t, err)

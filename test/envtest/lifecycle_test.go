@@ -22,7 +22,7 @@ import (
 // readyControlPlane brings a control plane of version up to ControllersReady,
 // playing the workload controllers as the other tests do; changes apply to
 // the control plane before it is created.
-func readyControlPlane(t *testing.T, name, version string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
+func readyControlPlane(t testing.TB, name, version string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
 	t.Helper()
 	ns := namespace(t)
 	cluster := newCluster(t, ns, name, 0)

@@ -37,7 +37,7 @@ var (
 )
 
 // metricsToken is a token of the metrics reader of config/prometheus.
-func metricsToken(t *testing.T) string {
+func metricsToken(t testing.TB) string {
 	t.Helper()
 	tokenOnce.Do(func() { token, tokenErr = env.MetricsToken(testContext(t)) })
 	require.NoError(t, tokenErr)
@@ -46,7 +46,7 @@ func metricsToken(t *testing.T) string {
 
 // scrapeController reads the shared controller's metrics as the PodMonitor
 // of config/prometheus does.
-func scrapeController(t *testing.T) string {
+func scrapeController(t testing.TB) string {
 	t.Helper()
 	code, body, err := Scrape(testContext(t), controller.MetricsURL, metricsToken(t))
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func scrapeController(t *testing.T) string {
 }
 
 // families parses a scrape.
-func families(t *testing.T, body string) map[string]*dto.MetricFamily {
+func families(t testing.TB, body string) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	f, err := parser.TextToMetricFamilies(strings.NewReader(body))
@@ -185,7 +185,7 @@ func TestMetricsDashboardAndAlerts(t *testing.T) {
 // controller reaches it, and a real API server at its endpoint, with the
 // pods a kubelet would report; it waits until the control plane is
 // Available. changes apply to the control plane before it is created.
-func servingControlPlane(t *testing.T, name string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
+func servingControlPlane(t testing.TB, name string, changes ...func(*v1alpha1.HostedControlPlane)) (*clusterv1.Cluster, *v1alpha1.HostedControlPlane) {
 	t.Helper()
 	podIP := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), 1+rand.IntN(254), 1+rand.IntN(254)) //nolint:gosec // not a secret
 	port := freePort(t)
@@ -212,7 +212,7 @@ func servingControlPlane(t *testing.T, name string, changes ...func(*v1alpha1.Ho
 
 // workloadFor is the workload cluster of a control plane, reached through the
 // kubeconfig the controller wrote.
-func workloadFor(t *testing.T, ns, name string) *workloadCluster {
+func workloadFor(t testing.TB, ns, name string) *workloadCluster {
 	t.Helper()
 	secret := get(t, &corev1.Secret{}, ns, name+"-kubeconfig")
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])

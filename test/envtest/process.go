@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,3 +158,20 @@ func (p *Process) Exited() (bool, error) {
 
 // PID is the process id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// RSSMiB is the process's resident memory in MiB, from /proc.
+func (p *Process) RSSMiB() (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.PID()))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) == 3 && fields[0] == "VmRSS:" {
+			kib, err := strconv.ParseFloat(fields[1], 64)
+			return kib / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status: %w", p.PID(), s.Err())
+}

@@ -221,8 +221,9 @@
 // StorageClass refuses, a growth of the spec holds EtcdReady
 // (EtcdVolumeNotExpandable, and admission lets the spec go back to the
 // volumes), and one of autoGrow is told in a Warning event. VolumeUsage,
-// for the status, is the largest database a member reports: what counts
-// against the quota, not the write-ahead log beside it.
+// for the status, is the largest database a member reports (rounded up to
+// a whole MiB): what counts against the quota, not the write-ahead log
+// beside it.
 //
 // Of the renderer it imports only the building blocks (render), the
 // readiness rules and the applier's digest, so that the extension, which

@@ -98,8 +98,10 @@ func autoGrowTarget(in render.Input, size resource.Quantity) (resource.Quantity,
 }
 
 // VolumeUsage is the largest database file a member reports (etcd's
-// dbSize), which is what counts against the backend quota; nil when no
-// member reported one.
+// dbSize), which is what counts against the backend quota, rounded up to a
+// whole MiB: a database that grows by a few pages between two passes, as
+// an idle API server's writes make it, does not change the status (a write)
+// at every pass. nil when no member reported one.
 func VolumeUsage(m *render.EtcdMembership) *resource.Quantity {
 	var largest int64
 	for _, member := range m.Members {
@@ -108,7 +110,8 @@ func VolumeUsage(m *render.EtcdMembership) *resource.Quantity {
 	if largest == 0 {
 		return nil
 	}
-	return resource.NewQuantity(largest, resource.BinarySI)
+	const mib = 1 << 20
+	return resource.NewQuantity((largest+mib-1)/mib*mib, resource.BinarySI)
 }
 
 // growVolumes grows the volumes of a running etcd to volumeSize, or to

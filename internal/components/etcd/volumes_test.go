@@ -47,13 +47,18 @@ func TestQuotaFollowsTheSmallestVolume(t *testing.T) {
 	assert.False(t, growing)
 }
 
-// volumeUsage is the largest database a member reports.
+// volumeUsage is the largest database a member reports, rounded up to a
+// whole MiB.
 func TestVolumeUsage(t *testing.T) {
 	m := membership(3)
 	assert.Nil(t, VolumeUsage(m), "no member reported a database")
 	m.Members[1].DBSize = 300 << 20
 	m.Members[2].DBSize = 100 << 20
 	assert.Equal(t, "300Mi", VolumeUsage(m).String())
+	m.Members[2].DBSize = 300<<20 + 4096
+	assert.Equal(t, "301Mi", VolumeUsage(m).String(), "a few pages more")
+	m.Members[2].DBSize = 301<<20 - 4096
+	assert.Equal(t, "301Mi", VolumeUsage(m).String(), "a few pages more again: the same status")
 }
 
 // The claim template's size is read from the template named data.

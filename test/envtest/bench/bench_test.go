@@ -12,17 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/webhooks"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
@@ -123,7 +122,7 @@ func BenchmarkReconcile(b *testing.B) {
 	if err := (webhooks.HostedControlPlane{}).SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
 	}
-	clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), controller.Shard{}), crcontroller.Options{})
+	clusters, err := controller.SetupClusterCache(ctx, mgr, mgr.GetClient(), controller.Shard{}, 1, settings.DefaultWorkloadHealthProbeInterval)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,12 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 )
 
 // controlPlanes is how many control planes the memory benchmark runs.
@@ -31,7 +28,7 @@ func BenchmarkControllerMemory(b *testing.B) {
 	}
 	defer func() { _ = proc.Stop(30 * time.Second) }()
 	time.Sleep(5 * time.Second)
-	idle := rssMiB(b, proc.PID())
+	idle := rssMiB(b, proc)
 	report("controller_rss_mib_idle", idle, "MiB")
 
 	ns := namespace(ctx, b)
@@ -45,7 +42,7 @@ func BenchmarkControllerMemory(b *testing.B) {
 	waitAllReady(ctx, b, hcps)
 	report("time_to_ready_all_s", time.Since(start).Seconds(), "s")
 	time.Sleep(10 * time.Second) // idle again
-	loaded := rssMiB(b, proc.PID())
+	loaded := rssMiB(b, proc)
 	report("controller_rss_mib_loaded", loaded, "MiB")
 	report("controller_rss_mib_per_cp", (loaded-idle)/controlPlanes, "MiB")
 }
@@ -80,23 +77,11 @@ func waitAllReady(ctx context.Context, b *testing.B, hcps []*v1alpha1.HostedCont
 	}
 }
 
-// rssMiB reads a process's resident memory from /proc.
-func rssMiB(b *testing.B, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// rssMiB reads a process's resident memory.
+func rssMiB(b *testing.B, p *envtest.Process) float64 {
+	mib, err := p.RSSMiB()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) == 3 && fields[0] == "VmRSS:" {
-			kib, err := strconv.ParseFloat(fields[1], 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kib / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return mib
 }

@@ -25,13 +25,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -42,6 +40,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/snapshotcheck"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/controller"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 )
 
 // testBucket is the bucket the backup tests store snapshots in.
@@ -105,7 +104,7 @@ func startManager(t testing.TB, opts backup.Options, logs io.Writer, controlPlan
 	ctx, cancel := context.WithCancel(context.Background())
 	checker := etcd.NewChecker()
 	if controlPlanes {
-		clusters, err := clustercache.SetupWithManager(ctx, mgr, controller.ClusterCacheOptions(mgr.GetClient(), controller.Shard{}), crcontroller.Options{})
+		clusters, err := controller.SetupClusterCache(ctx, mgr, mgr.GetClient(), controller.Shard{}, 1, settings.DefaultWorkloadHealthProbeInterval)
 		require.NoError(t, err)
 		r := controller.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), render.DefaultSettings(), nil,
 			mgr.GetEventRecorder("hosted-control-plane-controller"), controller.ReadyzProber{Timeout: time.Second}, clusters)
