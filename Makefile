@@ -142,12 +142,12 @@ unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
-	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (grep -E -A12 '^ +[a-z0-9_]+_test\.go:[0-9]+: |^--- FAIL|^panic:' $(BIN)/envtest.log | grep -v -E '^ *[EIW][0-9]{4} |^=== RUN' | head -300; exit 1)
+	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (hack/failures.sh $(BIN)/envtest.log 80; exit 1)
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
-	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || (tail -150 $(BIN)/e2e.log; exit 1)
+	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || (hack/failures.sh $(BIN)/e2e.log 100; exit 1)
 
 # Releases TestClusterctl installs and upgrades between (the oldest and the newest).
 CLUSTERCTL_RELEASES ?= v0.1.0 v0.2.0

@@ -51,6 +51,9 @@ func (r *Reconciler) clusterAuthority(ctx context.Context, s *scope, a render.Au
 		}
 		kubelets, err := r.kubelets(ctx, s, a)
 		o.Kubelets = kubelets
+		if err != nil && connectionFailed(err) {
+			r.clusters.ProbeSoon(client.ObjectKeyFromObject(s.cluster)) // as a workload pass does
+		}
 		return "", err
 	}
 	return "", nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,7 @@ func SetupClusterCache(ctx context.Context, mgr ctrl.Manager, secrets client.Rea
 				}),
 				interval: probeInterval,
 				health:   w.health,
+				asked:    &w.asked,
 				now:      time.Now,
 			}
 			w.queue.Store(q)
@@ -76,14 +78,18 @@ type WorkloadCache struct {
 	ready atomic.Bool
 	// queue is the ClusterCache's work queue, once its controller started.
 	queue atomic.Pointer[probeQueue]
+	// asked holds, per cluster, when ProbeSoon last asked for a probe.
+	asked sync.Map
 }
 
-// ProbeSoon has the ClusterCache probe the connection to cluster now,
-// unless it did within Cluster API's interval (ten seconds); a probe that
-// fails is repeated at Cluster API's pace and drops the connection, which
-// is then made again from the kubeconfig Secret.
+// ProbeSoon has the ClusterCache probe the connection to cluster now, or,
+// when it did within Cluster API's interval (ten seconds), once that
+// interval is over: the wait is not stretched until a probe has run since.
+// A probe that fails is repeated at Cluster API's pace and drops the
+// connection, which is then made again from the kubeconfig Secret.
 func (w *WorkloadCache) ProbeSoon(cluster client.ObjectKey) {
 	if q := w.queue.Load(); q != nil {
+		w.asked.Store(cluster, q.now())
 		q.Add(reconcile.Request{NamespacedName: cluster})
 	}
 }
@@ -108,7 +114,9 @@ type probeQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
 	interval time.Duration
 	health   func(client.ObjectKey) (clustercache.HealthCheckingState, bool)
-	now      func() time.Time
+	// asked holds when ProbeSoon last asked to probe a cluster.
+	asked *sync.Map
+	now   func() time.Time
 }
 
 // AddAfter adds item after d, or later when it waits for a probe.
@@ -132,6 +140,12 @@ func (q *probeQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Req
 // after is how long item waits when asked to wait d.
 func (q *probeQueue) after(item reconcile.Request, d time.Duration) time.Duration {
 	state, connected := q.health(item.NamespacedName)
+	if asked, ok := q.asked.Load(item.NamespacedName); ok {
+		if !state.LastProbeTime.After(asked.(time.Time)) {
+			return d // asked for since the last probe: at Cluster API's pace
+		}
+		q.asked.CompareAndDelete(item.NamespacedName, asked)
+	}
 	return nextProbe(d, connected, state, q.interval, q.now())
 }
 

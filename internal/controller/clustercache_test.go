@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestProbeQueueStretchesBothPaths(t *testing.T) {
 		}
 		return clustercache.HealthCheckingState{LastProbeTime: now, ConsecutiveFailures: 2}, true
 	}
-	q := &probeQueue{PriorityQueue: rec, interval: time.Minute, health: health, now: func() time.Time { return now }}
+	q := &probeQueue{PriorityQueue: rec, interval: time.Minute, health: health, asked: &sync.Map{}, now: func() time.Time { return now }}
 	high := 1
 	q.AddWithOpts(priorityqueue.AddOpts{After: 10 * time.Second, Priority: &high}, reconcile.Request{NamespacedName: good}, reconcile.Request{NamespacedName: bad})
 	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, reconcile.Request{NamespacedName: good})
@@ -105,14 +106,36 @@ func TestWorkloadCacheBeforeItIsSet(t *testing.T) {
 }
 
 // ProbeSoon queues the cluster's Cluster at once, for the ClusterCache to
-// probe unless it did within ten seconds.
+// probe. When the ClusterCache probed it within ten seconds and so waits
+// for the rest of them, that wait is not stretched: the probe asked for
+// runs then. Once a probe has run since, the wait is stretched again.
 func TestProbeSoon(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	key := client.ObjectKey{Namespace: "tenants", Name: "a"}
+	state := clustercache.HealthCheckingState{LastProbeTime: now.Add(-3 * time.Second), LastProbeSuccessTime: now.Add(-3 * time.Second)}
 	rec := &recordingQueue{}
 	w := &WorkloadCache{}
-	w.queue.Store(&probeQueue{PriorityQueue: rec})
-	key := client.ObjectKey{Namespace: "tenants", Name: "a"}
+	w.queue.Store(&probeQueue{
+		PriorityQueue: rec, interval: 5 * time.Minute, asked: &w.asked, now: func() time.Time { return now },
+		health: func(client.ObjectKey) (clustercache.HealthCheckingState, bool) { return state, true },
+	})
+	q := w.queue.Load()
 	w.ProbeSoon(key)
 	assert.Equal(t, []reconcile.Request{{NamespacedName: key}}, rec.now)
+
+	// The ClusterCache probed 3 s ago: it asks to wait 7 s, and waits that.
+	q.AddAfter(reconcile.Request{NamespacedName: key}, 7*time.Second)
+	other := client.ObjectKey{Namespace: "tenants", Name: "b"}
+	q.AddAfter(reconcile.Request{NamespacedName: other}, 7*time.Second)
+	assert.Equal(t, []time.Duration{7 * time.Second, 5*time.Minute - 3*time.Second}, rec.after, "only the cluster asked about keeps Cluster API's pace")
+
+	// It probed after the ask: the next wait is stretched again.
+	now = now.Add(7 * time.Second)
+	state = clustercache.HealthCheckingState{LastProbeTime: now, LastProbeSuccessTime: now}
+	q.AddAfter(reconcile.Request{NamespacedName: key}, 10*time.Second)
+	assert.Equal(t, 5*time.Minute, rec.after[2])
+	_, stillAsked := w.asked.Load(key)
+	assert.False(t, stillAsked, "the ask is forgotten once a probe ran")
 }
 
 // What a connection gets whose credentials or CA were rotated under it asks

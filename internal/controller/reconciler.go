@@ -44,7 +44,7 @@ const Finalizer = "hostedcontrolplane.controlplane.cluster.x-k8s.io"
 // watch reports (an etcd learner catching up) looks again.
 const (
 	probeInterval = 2 * time.Minute
-	retryInterval = 15 * time.Second
+	retryInterval = 15 * time.Second // also how soon failed workload phases are tried again
 	pollInterval  = 2 * time.Second
 )
 
@@ -298,9 +298,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	// The workload cluster's components come once the API server answers;
-	// their failures are theirs and leave the control plane Available.
+	// their failures are theirs and leave the control plane Available. They
+	// show in their conditions and events, and are tried again after
+	// retryInterval, never later: a failure of the workload cluster returned
+	// as an error would back off exponentially (up to 16 minutes in
+	// controller-runtime) and hold back the management side's next step
+	// (a rotation's phase) with it.
 	if err := r.reconcileWorkload(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		ctrl.LoggerFrom(ctx).Error(err, "workload cluster phases failed; retrying", "after", retryInterval)
+		return ctrl.Result{RequeueAfter: retryInterval}, nil
 	}
 	if s.rewriting {
 		return ctrl.Result{RequeueAfter: rewriteInterval}, nil

@@ -173,6 +173,7 @@ func (s *scope) sooner(res ctrl.Result) ctrl.Result {
 	in := max(time.Until(s.rollouts.wake), time.Second)
 	if res.RequeueAfter == 0 || in < res.RequeueAfter {
 		res.RequeueAfter = in
+		res.Priority = nil // a step that is due, not a look on a timer
 	}
 	return res
 }
