@@ -269,6 +269,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.recordRenewal(s)
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
+	if !s.done[v1alpha1.CertificatesReadyCondition] {
+		if err := r.releaseStuckRequests(ctx, s); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "release stuck certificate requests")
+		}
+	}
 	r.restore(ctx, s)
 	if s.in.ControlPlane != nil {
 		s.apiServersRolled = r.apiServersRolled(s)

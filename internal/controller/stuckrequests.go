@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// stuckAfter is how long a Certificate issues before its requests are
+// looked at.
+const stuckAfter = 30 * time.Second
+
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificaterequests,verbs=list;delete
+
+// releaseStuckRequests deletes the CertificateRequests of the control
+// plane's Certificates that cert-manager can never complete, so that it
+// asks again: a request whose temporary private key Secret (the
+// cert-manager.io/private-key-secret-name annotation) is gone. cert-manager
+// makes one when its key manager, behind its own cache, makes a second
+// temporary key Secret for a Certificate that keeps its key (rotationPolicy
+// Never, as every CA here does) and deletes the first, which a request
+// already names: both hold the same key, so cert-manager's request manager
+// keeps that request, and a SelfSigned issuer waits for its Secret for ever.
+// It was seen under load when a rotation wrote a CA's new key into its
+// Secret while the CA's Certificate changed issuer.
+//
+// Only a Certificate that has been issuing for stuckAfter is looked at (the
+// requests are listed from the API server, which costs nothing while none
+// is); one that issues for less brings the pass back then.
+func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
+	certs := &cmv1.CertificateList{}
+	err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name})
+	if apimeta.IsNoMatchError(err) {
+		return nil // no cert-manager: the PKI phase says so
+	}
+	if err != nil {
+		return fmt.Errorf("list certificates: %w", err)
+	}
+	now := time.Now()
+	issuing := map[string]bool{}
+	for i := range certs.Items {
+		since, ok := issuingSince(&certs.Items[i])
+		switch {
+		case !ok:
+		case now.Sub(since) < stuckAfter:
+			s.wakeWithin(stuckAfter - now.Sub(since))
+		default:
+			issuing[string(certs.Items[i].UID)] = true
+		}
+	}
+	if len(issuing) == 0 {
+		return nil
+	}
+	requests := &cmv1.CertificateRequestList{}
+	if err := r.apiReader.List(ctx, requests, client.InNamespace(s.hcp.Namespace)); err != nil {
+		return fmt.Errorf("list certificate requests: %w", err)
+	}
+	for i := range requests.Items {
+		req := &requests.Items[i]
+		owner := metav1.GetControllerOfNoCopy(req)
+		secret := req.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey]
+		if owner == nil || !issuing[string(owner.UID)] || secret == "" || requestDone(req) || now.Sub(req.CreationTimestamp.Time) < stuckAfter {
+			continue
+		}
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: secret}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return fmt.Errorf("read Secret %s of CertificateRequest %s: %w", secret, req.Name, err)
+			}
+			continue
+		}
+		if err := r.client.Delete(ctx, req, client.Preconditions{UID: &req.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete CertificateRequest %s: %w", req.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("deleted a CertificateRequest whose private key Secret is gone", "certificateRequest", req.Name, "secret", secret)
+		r.recorder.Eventf(s.hcp, req, corev1.EventTypeNormal, v1alpha1.IssuingReason, "ReleaseRequest",
+			"deleted CertificateRequest %s of Certificate %s: cert-manager replaced the Secret %s that holds its private key, so it can never be signed; cert-manager asks again",
+			req.Name, owner.Name, secret)
+	}
+	return nil
+}
+
+// issuingSince is when cert's Issuing condition turned true, if it is.
+func issuingSince(cert *cmv1.Certificate) (time.Time, bool) {
+	for _, c := range cert.Status.Conditions {
+		if c.Type == cmv1.CertificateConditionIssuing && c.Status == cmmeta.ConditionTrue && c.LastTransitionTime != nil {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// requestDone tells whether req was signed or has failed or was denied:
+// cert-manager takes it from there.
+func requestDone(req *cmv1.CertificateRequest) bool {
+	for _, c := range req.Status.Conditions {
+		if c.Type == cmv1.CertificateRequestConditionReady && (c.Status == cmmeta.ConditionTrue || c.Reason == cmv1.CertificateRequestReasonFailed) {
+			return true
+		}
+		if c.Type == cmv1.CertificateRequestConditionDenied && c.Status == cmmeta.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

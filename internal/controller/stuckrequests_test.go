@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+)
+
+// A CertificateRequest of a Certificate that has issued for half a minute,
+// whose temporary private key Secret cert-manager deleted, is deleted with
+// an event that names it; requests whose Secret exists, that are signed,
+// that are young, or of a Certificate that issues since moments, or of
+// something else, stay. A Certificate that issues since moments brings the
+// pass back when it is half a minute.
+func TestStuckRequestsReleased(t *testing.T) {
+	now := time.Now()
+	cert := func(name string, issuingFor time.Duration) *cmv1.Certificate {
+		c := &cmv1.Certificate{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), Labels: map[string]string{contract.ControlPlaneLabel: "demo"},
+		}}
+		if issuingFor > 0 {
+			c.Status.Conditions = []cmv1.CertificateCondition{{
+				Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, LastTransitionTime: &metav1.Time{Time: now.Add(-issuingFor)},
+			}}
+		}
+		return c
+	}
+	etcd, proxy, fresh := cert("demo-etcd", time.Minute), cert("demo-proxy", time.Minute), cert("demo-ca", 10*time.Second)
+	request := func(name string, of *cmv1.Certificate, keySecret string, age time.Duration, ready cmmeta.ConditionStatus) *cmv1.CertificateRequest {
+		req := &cmv1.CertificateRequest{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), CreationTimestamp: metav1.Time{Time: now.Add(-age)},
+			Annotations: map[string]string{cmv1.CertificateRequestPrivateKeyAnnotationKey: keySecret},
+		}}
+		if of != nil {
+			req.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: cmv1.SchemeGroupVersion.String(), Kind: "Certificate", Name: of.Name, UID: of.UID, Controller: new(true),
+			}}
+		}
+		if ready != "" {
+			req.Status.Conditions = []cmv1.CertificateRequestCondition{{Type: cmv1.CertificateRequestConditionReady, Status: ready, Reason: cmv1.CertificateRequestReasonPending}}
+		}
+		return req
+	}
+	stuck := request("demo-etcd-3", etcd, "demo-etcd-gone", time.Minute, cmmeta.ConditionFalse)
+	kept := []*cmv1.CertificateRequest{
+		request("demo-proxy-3", proxy, "demo-proxy-abcde", time.Minute, cmmeta.ConditionFalse), // its Secret exists
+		request("demo-etcd-2", etcd, "demo-etcd-old", time.Hour, cmmeta.ConditionTrue),         // signed long ago
+		request("demo-etcd-4", etcd, "demo-etcd-new", 5*time.Second, ""),                       // just made
+		request("demo-ca-1", fresh, "demo-ca-gone", time.Minute, cmmeta.ConditionFalse),        // its Certificate issues since moments
+		request("other-1", nil, "other-gone", time.Minute, cmmeta.ConditionFalse),              // not a Certificate's
+	}
+	kinds := observedKinds()
+	require.NoError(t, cmv1.AddToScheme(kinds))
+	objs := []client.Object{etcd, proxy, fresh, stuck, secret("demo-proxy-abcde", nil)}
+	for _, k := range kept {
+		objs = append(objs, k)
+	}
+	c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(objs...).Build()
+	recorder := events.NewFakeRecorder(10)
+	r := &Reconciler{client: c, apiReader: c, recorder: recorder}
+	s := &scope{hcp: controlPlane(nil)}
+
+	require.NoError(t, r.releaseStuckRequests(t.Context(), s))
+	err := c.Get(t.Context(), client.ObjectKeyFromObject(stuck), &cmv1.CertificateRequest{})
+	assert.True(t, apierrors.IsNotFound(err), "the request whose private key Secret is gone is deleted: %v", err)
+	for _, k := range kept {
+		assert.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(k), &cmv1.CertificateRequest{}), "%s stays", k.Name)
+	}
+	require.Len(t, recorder.Events, 1)
+	event := <-recorder.Events
+	assert.True(t, strings.HasPrefix(event, "Normal Issuing "), event)
+	assert.Contains(t, event, "deleted CertificateRequest demo-etcd-3 of Certificate demo-etcd: cert-manager replaced the Secret demo-etcd-gone")
+	assert.InDelta(t, 20*time.Second, s.soon, float64(time.Second), "back when the young Certificate has issued for half a minute")
+}
