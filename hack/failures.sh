@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prints, for each top-level test that failed in the verbose go test log
 # given, the last lines its own code logged (file:line messages and what
-# follows them, without klog's lines) and its FAIL line, failures first and
-# everything else after, so that a long log's tail still shows why.
+# follows them, without klog's lines) and its FAIL line, then the log's FAIL
+# and panic lines, so that the tail of a long output still shows why.
 set -euo pipefail
 log=$1
 lines=${2:-60}
@@ -15,10 +15,8 @@ awk -v n="$lines" '
     start = count[name] > n ? count[name] - n : 0
     for (i = start; i < count[name]; i++) print buf[name, i % n]
     print
-    failed = 1
     next
   }
   test != "" { buf[test, count[test] % n] = $0; count[test]++ }
-  /^panic:/ { print; failed = 1 }
 ' "$log"
 grep -E '^(FAIL|panic:)' "$log" || true

@@ -51,9 +51,7 @@ func (r *Reconciler) clusterAuthority(ctx context.Context, s *scope, a render.Au
 		}
 		kubelets, err := r.kubelets(ctx, s, a)
 		o.Kubelets = kubelets
-		if err != nil && connectionFailed(err) {
-			r.clusters.ProbeSoon(client.ObjectKeyFromObject(s.cluster)) // as a workload pass does
-		}
+		s.connectionFailed = s.connectionFailed || err != nil && connectionFailed(err) // the workload sync asks for a probe
 		return "", err
 	}
 	return "", nil

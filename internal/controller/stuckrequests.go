@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,7 +50,7 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
 		return fmt.Errorf("list certificates: %w", err)
 	}
 	now := time.Now()
-	issuing := map[string]bool{}
+	issuing := map[types.UID]bool{}
 	for i := range certs.Items {
 		since, ok := issuingSince(&certs.Items[i])
 		switch {
@@ -57,7 +58,7 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
 		case now.Sub(since) < stuckAfter:
 			s.wakeWithin(stuckAfter - now.Sub(since))
 		default:
-			issuing[string(certs.Items[i].UID)] = true
+			issuing[certs.Items[i].UID] = true
 		}
 	}
 	if len(issuing) == 0 {
@@ -71,7 +72,7 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
 		req := &requests.Items[i]
 		owner := metav1.GetControllerOfNoCopy(req)
 		secret := req.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey]
-		if owner == nil || !issuing[string(owner.UID)] || secret == "" || requestDone(req) || now.Sub(req.CreationTimestamp.Time) < stuckAfter {
+		if owner == nil || !issuing[owner.UID] || secret == "" || requestDone(req) || now.Sub(req.CreationTimestamp.Time) < stuckAfter {
 			continue
 		}
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: secret}, &corev1.Secret{})
