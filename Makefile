@@ -27,9 +27,10 @@ LOCALCLUSTER   := $(BIN)/localcluster
 E2E_DIR        ?= /var/lib/hostedcp-e2e
 # What the local management cluster needs from Debian.
 HOST_PACKAGES  := containerd runc containernetworking-plugins iptables conntrack ipset iproute2 xfsprogs
-# What the conformance suite's test images carry from Debian (see
-# images.ConformanceHostPackages); nginx is downloaded, not installed.
-CONFORMANCE_PACKAGES := busybox-static bash-static bind9-dnsutils curl netcat-openbsd
+# What the conformance suite's test images carry from Debian, and what
+# unpacks BusyBox's source (built from Debian's source archive into bin/);
+# nginx is downloaded, not installed.
+CONFORMANCE_PACKAGES := bzip2 xz-utils bind9-dnsutils curl netcat-openbsd
 # Which conformance tests make conformance runs: full (all but serial and
 # disruptive), long (serial too) or ci (a subset); CONFORMANCE_SIGS narrows
 # them to some SIGs (e.g. network,storage) to split a run into parts.

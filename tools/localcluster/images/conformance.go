@@ -76,8 +76,10 @@ func conformanceBuild() build {
 // or out of date under root/bin, as Ensure does for the local cluster's.
 func EnsureConformance(ctx context.Context, root string, log io.Writer) (Conformance, error) {
 	r := runner{root: root, log: log}
-	if err := conformanceBuild().ensure(ctx, r); err != nil {
-		return Conformance{}, err
+	for _, b := range []build{conformanceBuild(), busyboxBuild()} {
+		if err := b.ensure(ctx, r); err != nil {
+			return Conformance{}, err
+		}
 	}
 	nginx, err := r.debianPackage(ctx, "nginx")
 	if err != nil {
@@ -131,14 +133,14 @@ func (c Conformance) missing(ctx context.Context, root string) ([]string, error)
 // conformanceCatalog is every test image this package builds; nginxDir is
 // Debian's nginx package, unpacked.
 func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
-	base, err := userland()
+	base, err := r.userland()
 	if err != nil {
 		return nil, err
 	}
 	// The tools agnhost's image adds to Alpine, from the host's Debian:
 	// dig, curl and nc, and getent, which the DNS tests run.
-	// Its shell is Debian's dash: BusyBox's runs its own applets before
-	// the PATH, and the Service tests need netcat-openbsd's nc -v.
+	// Its shell is Debian's dash, which finds them on the PATH (the
+	// Service tests need netcat-openbsd's nc -v).
 	tools, err := withLibraries("/usr/bin/dig", "/usr/bin/curl", "/bin/nc.openbsd", "/usr/bin/getent", "/usr/bin/dash")
 	if err != nil {
 		return nil, fmt.Errorf("agnhost's image needs the host's dig, curl, nc, getent and dash (make conformance-packages): %w", err)
@@ -198,26 +200,20 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 	}, nil
 }
 
-// userland is a minimal root filesystem: Debian's static BusyBox with a
-// link for each of its applets, and the users and groups of the upstream
-// images. Its shell is Debian's static bash, not BusyBox's: Debian 12's
-// BusyBox (1.35) drops variables whose names are not shell names (data-1)
-// from the environment it passes on, which the upstream image's BusyBox
-// (1.37) keeps, and the Secret and ConfigMap tests print such variables
-// with sh -c env.
-func userland() ([]file, error) {
-	const busybox, bash = "/bin/busybox", "/bin/bash-static"
-	out, err := exec.Command(busybox, "--list-full").Output()
+// userland is a minimal root filesystem: BusyBox (busyboxBuild) with a link
+// for each of its applets, its shell among them, and the users and groups
+// of the upstream images.
+func (r runner) userland() ([]file, error) {
+	const busybox = "/bin/busybox"
+	built := filepath.Join(r.bin(), busyboxBuild().dir, "busybox")
+	out, err := exec.Command(built, "--list-full").Output()
 	if err != nil {
-		return nil, fmt.Errorf("the test images need Debian's busybox-static (make conformance-packages): %w", err)
+		return nil, fmt.Errorf("the test images need BusyBox built into bin/ (make conformance-images): %w", err)
 	}
-	if _, err := os.Stat(bash); err != nil {
-		return nil, fmt.Errorf("the test images need Debian's bash-static (make conformance-packages): %w", err)
-	}
-	files := []file{{path: busybox, src: busybox}, {path: "/bin/sh", src: bash}}
-	// Each applet at Debian's path and, as the upstream image has them all
-	// there, in /bin (the sysctl test runs /bin/sysctl, /sbin/sysctl here).
-	seen := map[string]bool{busybox: true, "/bin/sh": true}
+	files := []file{{path: busybox, src: built}}
+	// Each applet at the path Debian's configuration gives it and, as the
+	// upstream image has them all there, in /bin (the sysctl test runs /bin/sysctl, /sbin/sysctl here).
+	seen := map[string]bool{busybox: true}
 	for _, applet := range strings.Fields(string(out)) {
 		for _, p := range []string{"/" + applet, "/bin/" + path.Base(applet)} {
 			if !seen[p] {

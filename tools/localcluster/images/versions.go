@@ -37,6 +37,10 @@ const (
 	// CertManagerVersion is the cert-manager release this module's
 	// tools/localcluster/cmd/cert-manager runs the controllers and cainjector of.
 	CertManagerVersion = "v1.21.2"
+	// BusyBoxVersion is the BusyBox release of the conformance suite's
+	// busybox image, built from the source package of Debian BusyBoxSuite.
+	BusyBoxVersion = "1.37.0"
+	BusyBoxSuite   = "trixie"
 	// DevTag tags the images of this repository's own binaries, as
 	// config/ names them.
 	DevTag = "dev"
