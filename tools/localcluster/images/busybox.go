@@ -34,7 +34,7 @@ func busyboxBuild() build {
 		debian, _ := filepath.Glob(filepath.Join(work, "busybox_"+BusyBoxVersion+"-*.debian.tar.xz"))
 		if _, err := os.Stat(orig); err != nil || len(debian) != 1 {
 			entries, _ := filepath.Glob(filepath.Join(work, "busybox_*"))
-			return fmt.Errorf("Debian %s's source package busybox is not BusyBox %s (got %v): update BusyBoxVersion and BusyBoxSuite",
+			return fmt.Errorf("the source package busybox of Debian %s is not BusyBox %s (got %v): update BusyBoxVersion and BusyBoxSuite",
 				BusyBoxSuite, BusyBoxVersion, entries)
 		}
 		if err := r.run(ctx, work, "tar", "xjf", orig); err != nil {
@@ -88,11 +88,13 @@ func (r runner) debianSource(ctx context.Context, suite, pkg, dir string) error 
 		return err
 	}
 	apt := func(args ...string) error {
-		return r.run(ctx, dir, "apt-get", append([]string{"-qq",
+		options := []string{
+			"-qq",
 			"-o", "Dir::Etc::SourceList=" + sources, "-o", "Dir::Etc::SourceParts=" + filepath.Join(state, "sources.list.d"),
 			"-o", "Dir::State::Lists=" + filepath.Join(state, "lists"), "-o", "Dir::Cache=" + filepath.Join(state, "cache"),
 			"-o", "Dir::State::status=/dev/null",
-		}, args...)...)
+		}
+		return r.run(ctx, dir, "apt-get", append(options, args...)...)
 	}
 	if err := apt("update"); err != nil {
 		return err
