@@ -55,7 +55,12 @@
 //     ones included) runs the bundle: every certificate of the CA is issued
 //     again by the new one. The pods that present them roll, since the
 //     ca.crt beside each changed; a certificate of either CA verifies
-//     everywhere.
+//     everywhere. The roll is needed even by etcd, which loads its
+//     certificates at every connection and trusts the bundle, not that
+//     ca.crt, in this phase: a pod started after the Secrets changed is
+//     the proof that it presents the new certificates, where the kubelet
+//     updates a running pod's files a minute or more later, and from
+//     DroppingOldCA on what restarts trusts the new CA alone.
 //  3. DroppingOldCA, once each certificate's Secret, as the pass observed
 //     it, holds one of the new CA and every pod started after: nothing
 //     presents a certificate of the old CA. The CA's own Certificate turns
