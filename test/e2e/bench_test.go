@@ -40,7 +40,9 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 		apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 2, 3))
 		tl.waitAvailable(b, key, 15*time.Minute)
 		timelines = append(timelines, tl)
-		b.Logf("timeline of %s:%s", key.Name, tl)
+		// Printed, not logged: the testing package keeps ten lines of a
+		// benchmark's log.
+		fmt.Printf("timeline of %s:%s\n", key.Name, tl)
 		if i == 0 {
 			// Let it settle before measuring it idle.
 			time.Sleep(30 * time.Second)

@@ -44,14 +44,18 @@ type timeline struct {
 	// pods and certificates are the last seen, by name.
 	pods         map[string]*corev1.Pod
 	certificates map[string]*cmv1.Certificate
-	// started, ready and issued are when a pod's containers were first all
-	// running, a pod first ready, a Certificate first ready, by name.
-	started, ready, issued map[string]time.Duration
+	// created, started, ready and issued are when a pod was first seen,
+	// its containers first all running, it first ready, a Certificate
+	// first ready, by name.
+	created, started, ready, issued map[string]time.Duration
 	available              time.Duration
 	done                   chan struct{}
 	// stages are when each stage completed, as of Available (see
 	// stagesOf): the pods are deleted with their Cluster afterwards.
 	stages map[string]time.Duration
+	// podTimes says, of each pod that runs at Available, when it was
+	// created, running and ready.
+	podTimes []string
 }
 
 // watchTimeline starts a timeline of the control plane key; call it just
@@ -60,7 +64,7 @@ func watchTimeline(t testing.TB, key client.ObjectKey) *timeline {
 	t.Helper()
 	tl := &timeline{
 		start: time.Now(), pods: map[string]*corev1.Pod{}, certificates: map[string]*cmv1.Certificate{},
-		started: map[string]time.Duration{}, ready: map[string]time.Duration{}, issued: map[string]time.Duration{},
+		created: map[string]time.Duration{}, started: map[string]time.Duration{}, ready: map[string]time.Duration{}, issued: map[string]time.Duration{},
 		done: make(chan struct{}),
 	}
 	c, err := client.NewWithWatch(mgmt.REST, client.Options{Scheme: k8s.Scheme()})
@@ -111,6 +115,7 @@ func (tl *timeline) see(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		tl.pods[o.Name] = o
+		first(tl.created, o.Name)
 		if running(o) {
 			first(tl.started, o.Name)
 		}
@@ -167,12 +172,16 @@ func (tl *timeline) stagesOf() map[string]time.Duration {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	pods := map[string][]string{}
+	tl.podTimes = nil
 	for name, p := range tl.pods {
 		if p.DeletionTimestamp == nil {
 			c := p.Labels[contract.ComponentLabel]
 			pods[c] = append(pods[c], name)
+			tl.podTimes = append(tl.podTimes, fmt.Sprintf("%s created=%.1fs running=%.1fs ready=%.1fs",
+				name, tl.created[name].Seconds(), tl.started[name].Seconds(), tl.ready[name].Seconds()))
 		}
 	}
+	slices.Sort(tl.podTimes)
 	latest := func(at map[string]time.Duration, names []string) time.Duration {
 		var last time.Duration
 		for _, n := range names {
@@ -219,6 +228,9 @@ func (tl *timeline) String() string {
 	out := ""
 	for _, s := range stages {
 		out += fmt.Sprintf(" %s=%.1fs", s, tl.stages[s].Seconds())
+	}
+	for _, p := range tl.podTimes {
+		out += "\n  " + p
 	}
 	return out
 }
