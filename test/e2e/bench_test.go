@@ -3,8 +3,10 @@ package e2e
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
@@ -29,11 +32,11 @@ const benchRuns = 3
 // tta_<stage>_s, each the median of its own), the time etcd plus
 // kube-apiserver take to start as plain processes on the same machine, their
 // ratio, and the resident memory of one idle hosted control plane's
-// containers, summed. Times are those a watch observes, not a poll.
+// containers, by component (hosted_cp_rss_mib_<component>) and summed. Times are those a watch observes, not a poll.
 func BenchmarkHostedControlPlane(b *testing.B) {
 	ns := namespace(b, "bench")
 	var timelines []*timeline
-	var rss float64
+	var rss map[string]float64
 	for i := range benchRuns {
 		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("bench-%d", i)}
 		tl := watchTimeline(b, key)
@@ -69,7 +72,12 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	fmt.Printf("BENCH time_to_available_s %.3f s\n", available)
 	fmt.Printf("BENCH bare_apiserver_start_s %.3f s\n", bareSeconds)
 	fmt.Printf("BENCH available_over_bare %.3f x\n", available/bareSeconds)
-	fmt.Printf("BENCH hosted_cp_rss_mib %.3f MiB\n", rss)
+	var total float64
+	for _, component := range slices.Sorted(maps.Keys(rss)) {
+		fmt.Printf("BENCH hosted_cp_rss_mib_%s %.3f MiB\n", component, rss[component])
+		total += rss[component]
+	}
+	fmt.Printf("BENCH hosted_cp_rss_mib %.3f MiB\n", total)
 }
 
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
@@ -136,19 +144,21 @@ func BenchmarkEtcdRestore(b *testing.B) {
 	fmt.Printf("BENCH restore_10k_objects_s %.3f s\n", restore.Seconds())
 }
 
-// controlPlaneRSS sums the resident memory of every process in the
-// containers of a Cluster's control plane pods, read from their cgroups.
-func controlPlaneRSS(b *testing.B, ns, name string) float64 {
+// controlPlaneRSS is, by component (the pods' component label), the
+// resident memory of every process in the containers of a Cluster's
+// control plane pods, read from their cgroups.
+func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
 	pods := &corev1.PodList{}
 	require.NoError(b, k8s.List(b.Context(), pods, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": name}))
 	require.NotEmpty(b, pods.Items)
-	uids := map[string]bool{}
+	components := map[string]string{} // pod cgroup name: component
 	for _, p := range pods.Items {
-		uids["pod"+string(p.UID)] = true
+		components["pod"+string(p.UID)] = p.Labels[contract.ComponentLabel]
 	}
-	var kib int64
+	mib := map[string]float64{}
 	_ = filepath.WalkDir("/sys/fs/cgroup/memory", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || !uids[d.Name()] {
+		component, ours := components[d.Name()]
+		if err != nil || !d.IsDir() || !ours {
 			return nil //nolint:nilerr // a vanished cgroup holds nothing
 		}
 		_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
@@ -157,13 +167,13 @@ func controlPlaneRSS(b *testing.B, ns, name string) float64 {
 			}
 			procs, _ := os.ReadFile(p)
 			for _, pid := range strings.Fields(string(procs)) {
-				kib += vmRSS(pid)
+				mib[component] += float64(vmRSS(pid)) / 1024
 			}
 			return nil
 		})
 		return fs.SkipDir
 	})
-	return float64(kib) / 1024
+	return mib
 }
 
 // vmRSS is a process's resident set in KiB.

@@ -48,8 +48,8 @@ type timeline struct {
 	// its containers first all running, it first ready, a Certificate
 	// first ready, by name.
 	created, started, ready, issued map[string]time.Duration
-	available              time.Duration
-	done                   chan struct{}
+	available                       time.Duration
+	done                            chan struct{}
 	// stages are when each stage completed, as of Available (see
 	// stagesOf): the pods are deleted with their Cluster afterwards.
 	stages map[string]time.Duration
