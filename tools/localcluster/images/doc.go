@@ -2,7 +2,9 @@
 // management cluster and the end-to-end tests run, from source fetched
 // through the Go module proxy (and, for kube-proxy and kube-router, the
 // host's Debian iptables, conntrack and ipset), since nothing can be pulled
-// on the machines they run on.
+// on the machines they run on. The conformance suite's test images also
+// carry Debian's nginx package, the host's dig, curl, nc and getent, and
+// BusyBox compiled from the source Debian's archive holds (busybox.go).
 //
 // Binaries are cached under bin/ in the repository root, keyed by version
 // (bin/kube/v1.36.3/kube-apiserver, bin/coredns/v1.14.2/coredns, ...), and
