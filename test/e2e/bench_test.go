@@ -32,7 +32,8 @@ const benchRuns = 3
 // tta_<stage>_s, each the median of its own), the time etcd plus
 // kube-apiserver take to start as plain processes on the same machine, their
 // ratio, and the resident memory of one idle hosted control plane's
-// containers, by component (hosted_cp_rss_mib_<component>) and summed. Times are those a watch observes, not a poll.
+// containers, by component (hosted_cp_rss_mib_<component>) and summed.
+// Times are those a watch observes, not a poll.
 func BenchmarkHostedControlPlane(b *testing.B) {
 	ns := namespace(b, "bench")
 	var timelines []*timeline

@@ -64,6 +64,9 @@ func busyboxBuild() build {
 	}}
 }
 
+// busybox is the BusyBox busyboxBuild writes.
+func (r runner) busybox() string { return filepath.Join(r.bin(), busyboxBuild().dir, "busybox") }
+
 // debianSource downloads Debian suite's source package pkg into dir with
 // apt, from a list of that suite's sources kept under bin/debian/apt-<suite>
 // apart from the host's own (which it leaves alone), fetched again on each

@@ -205,14 +205,15 @@ func conformanceCatalog(r runner, nginxDir string) ([]image, error) {
 // of the upstream images.
 func (r runner) userland() ([]file, error) {
 	const busybox = "/bin/busybox"
-	built := filepath.Join(r.bin(), busyboxBuild().dir, "busybox")
+	built := r.busybox()
 	out, err := exec.Command(built, "--list-full").Output()
 	if err != nil {
 		return nil, fmt.Errorf("the test images need BusyBox built into bin/ (make conformance-images): %w", err)
 	}
 	files := []file{{path: busybox, src: built}}
 	// Each applet at the path Debian's configuration gives it and, as the
-	// upstream image has them all there, in /bin (the sysctl test runs /bin/sysctl, /sbin/sysctl here).
+	// upstream image has them all there, in /bin (the sysctl test runs
+	// /bin/sysctl, /sbin/sysctl here).
 	seen := map[string]bool{busybox: true}
 	for _, applet := range strings.Fields(string(out)) {
 		for _, p := range []string{"/" + applet, "/bin/" + path.Base(applet)} {

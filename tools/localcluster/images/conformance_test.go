@@ -84,7 +84,7 @@ func TestConformanceCatalog(t *testing.T) {
 func TestBusyBoxShell(t *testing.T) {
 	r := runner{root: filepath.Join("..", "..", ".."), log: testWriter{t}}
 	require.NoError(t, busyboxBuild().ensure(context.Background(), r))
-	busybox := filepath.Join(r.bin(), busyboxBuild().dir, "busybox")
+	busybox := r.busybox()
 	sh := func(script string, env ...string) string {
 		c := &exec.Cmd{Path: busybox, Args: []string{"/bin/sh", "-c", script}, Env: env}
 		out, err := c.CombinedOutput()
