@@ -148,7 +148,7 @@ envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
-	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || (hack/failures.sh $(BIN)/e2e.log 100; exit 1)
+	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -parallel 64 -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || ($(CURDIR)/hack/failures.sh $(BIN)/e2e.log 100; exit 1)
 
 # Releases TestClusterctl installs and upgrades between (the oldest and the newest).
 CLUSTERCTL_RELEASES ?= v0.1.0 v0.2.0

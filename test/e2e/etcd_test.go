@@ -37,7 +37,7 @@ import (
 // succeeded or failed with an error a client retries, and every object
 // written is still there at the end.
 func TestEtcdMembership(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t, "members")
 	apply(t, ns, hostedCluster("members", images.KubeVersion, 1, 1))
 	key := client.ObjectKey{Namespace: ns, Name: "members"}

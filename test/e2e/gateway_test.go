@@ -48,7 +48,7 @@ func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluste
 // recover once it is back. It runs in parallel with the tests that do not
 // use the shared Gateway.
 func TestGatewaySharedByTwoClusters(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")
 	const nameA, nameB = "seed", "other"
 	issuer := "https://" + gatewayHost(nsA, nameA)
@@ -189,7 +189,7 @@ func TestGatewaySharedByTwoClusters(t *testing.T) {
 // namespace (Traefik rejects the routes as NotAllowedByListeners), then
 // the namespace gets the label the listener asks for.
 func TestGatewayProblemsAndRecovery(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t, "gateway-problems")
 	const name, gatewayName = "fixed", "edge"
 	key := client.ObjectKey{Namespace: ns, Name: name}

@@ -88,7 +88,7 @@ spec:
 // takes a final snapshot and removes every object and pod; the Cluster
 // created again with restore: latest has every ConfigMap back.
 func TestHostedControlPlane(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t, "direct")
 	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3))
 	key := client.ObjectKey{Namespace: ns, Name: "direct"}

@@ -34,7 +34,7 @@ import (
 // https://kubernetes.default.svc.cluster.local, which the API servers
 // would otherwise take for their own).
 func TestNodePortExposure(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t, "nodeport")
 	manifest := strings.Replace(hostedCluster("nodeport", images.KubeVersion, 1, 1),
 		"services: {cidrBlocks: [10.128.0.0/16]}", "services: {cidrBlocks: [10.128.0.0/16]}\n    serviceDomain: nodeport.local", 1)

@@ -32,7 +32,7 @@ import (
 // the alarm is disarmed, writes resume, and every object written before is
 // there with its content.
 func TestEtcdNoSpace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t, "nospace")
 	apply(t, ns, strings.Replace(hostedCluster("nospace", images.KubeVersion, 1, 1),
 		"volumeSize: 1Gi}", "volumeSize: 1Gi, autoGrow: true, maxVolumeSize: 2Gi}", 1))

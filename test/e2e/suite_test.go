@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
@@ -50,9 +52,9 @@ var (
 // rely on (the controller's pod, which TestControllerKilledWhileProvisioning
 // kills) or that rely on the shared Gateway staying in place (which
 // TestGatewaySharedByTwoClusters deletes and creates again) run one at a
-// time, first; the rest call t.Parallel and then run beside each other, as
-// many at once as go test's -parallel allows (GOMAXPROCS by default), since
-// they mostly wait for pods and etcd.
+// time, first; the rest call parallel and then run beside each other, as
+// many at once as the machine has CPUs, the longest first (see
+// longestFirst), since they mostly wait for pods and etcd.
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -60,6 +62,9 @@ func run(m *testing.M) int {
 		fmt.Println("skipping the end-to-end tests: run them with make test-e2e")
 		return 0
 	}
+	// The tests' clients log only the API's deprecation warnings; without
+	// a logger controller-runtime prints a stack trace instead.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error

@@ -75,7 +75,7 @@ func workerCluster(name string) string {
 // the kubelet's writes again and exec reaches the pod again. Then the worker
 // and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	workerJoins(t, "worker", "joined", loadBalancerAddress)
 }
 
@@ -94,7 +94,7 @@ func TestWorkerJoinsThroughGateway(t *testing.T) {
 // through konnectivity; the rotations and the restore, which do not depend
 // on the exposure, are TestWorkerJoins'.
 func TestWorkerJoinsBehindALoadBalancerName(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	workerJoins(t, "lbworker", "lbjoined", loadBalancerName)
 }
 
