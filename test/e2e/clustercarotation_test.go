@@ -338,9 +338,17 @@ func followLease(t *testing.T, hosted kubernetes.Interface, node string) *leaseF
 	return l
 }
 
+// nodeMonitorGracePeriod is how long the hosted controller-manager's node
+// lifecycle controller waits for a kubelet's renewal before it marks the
+// node NotReady: kube-controller-manager's default since Kubernetes 1.32,
+// which the hosted one keeps.
+const nodeMonitorGracePeriod = 50 * time.Second
+
 // check stops sampling and asserts that the kubelet renewed its Lease
-// throughout: never a lease duration (40 s, the kubelet's default) between
-// two renewals, or since the last.
+// throughout: never the node monitor's grace period between two renewals,
+// or since the last. A renewal may come later than the lease's duration
+// (40 s) when the one etcd member restarts beside an API server; what tells
+// a node NotReady is the grace period.
 func (l *leaseFollower) check(t *testing.T) {
 	t.Helper()
 	l.stop()
@@ -354,5 +362,5 @@ func (l *leaseFollower) check(t *testing.T) {
 		}
 	}
 	t.Logf("the node's Lease was renewed %d times, at most %s apart (%d reads failed)", len(l.renewed), longest.Round(time.Second), l.errs)
-	assert.Less(t, longest, 40*time.Second, "the kubelet renewed its Lease throughout")
+	assert.Less(t, longest, nodeMonitorGracePeriod, "the kubelet renewed its Lease often enough for the node to stay Ready")
 }

@@ -25,11 +25,12 @@ var longestFirst = []string{
 
 // suiteSlots are as many as the machine has CPUs: the tests beside each other
 // mostly wait for pods, but their control planes share the CPUs.
-var suiteSlots = &slots{free: runtime.GOMAXPROCS(0)}
+var suiteSlots = &slots{total: runtime.GOMAXPROCS(0), free: runtime.GOMAXPROCS(0)}
 
 // slots lets tests run, as many at once as free, in the order of
 // longestFirst.
 type slots struct {
+	total   int
 	mu      sync.Mutex
 	free    int
 	started bool
@@ -66,7 +67,10 @@ func (s *slots) acquire(t *testing.T) {
 		time.AfterFunc(settle, s.dispatch)
 	}
 	s.mu.Unlock()
+	start := time.Now()
 	<-w.run
+	// go test counts the wait in the test's time.
+	t.Logf("started after %s waiting for one of the suite's %d slots", time.Since(start).Round(time.Second), s.total)
 	t.Cleanup(func() {
 		s.mu.Lock()
 		s.free++
