@@ -125,7 +125,7 @@ func TestConformance(t *testing.T) {
 
 	ns := namespace(t, "conformance")
 	const name = "conformance"
-	apply(t, ns, workerCluster(name)+fmt.Sprintf("  gateway: {name: %s, namespace: %s}\n", provider.GatewayName, provider.GatewayNamespace))
+	apply(t, ns, workerCluster(name, 1)+fmt.Sprintf("  gateway: {name: %s, namespace: %s}\n", provider.GatewayName, provider.GatewayNamespace))
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 15*time.Minute))
 	t.Logf("the hosted cluster is Available %s after it was created", time.Since(start).Round(time.Second))

@@ -43,17 +43,17 @@ import (
 // (192.168.0.0/16).
 const workerPodCIDR = "192.168.1.0/24"
 
-// workerCluster is hostedCluster with one API server and one etcd member,
-// whose kube-proxy runs without its configuration file so that
+// workerCluster is hostedCluster with one API server and etcdMembers etcd
+// members, whose kube-proxy runs without its configuration file so that
 // --conntrack-max-per-core=0 applies. kube-proxy otherwise sets
 // nf_conntrack_max, which is read-only outside the host's first network
 // namespace, where the worker's kube-proxy runs (a real machine's would
 // not); with --config, kube-proxy ignores the other flags. The remaining
 // flags are what the controller's configuration file says.
-func workerCluster(name string) string {
+func workerCluster(name string, etcdMembers int) string {
 	// The HostedControlPlane's spec ends the stream, so more of its
 	// fields can be appended.
-	return hostedCluster(name, images.KubeVersion, 1, 1) + `  kubeProxy:
+	return hostedCluster(name, images.KubeVersion, 1, etcdMembers) + `  kubeProxy:
     args:
       config: ""
       kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
@@ -123,7 +123,13 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 	}
 	nodeName := spec.name
 	ns := namespace(t, nsName)
-	manifest := workerCluster(name)
+	// The rotations in TestWorkerJoins restart etcd's members one at a
+	// time: three keep a quorum while one restarts.
+	etcdMembers := 1
+	if exposure == loadBalancerAddress {
+		etcdMembers = 3
+	}
+	manifest := workerCluster(name, etcdMembers)
 	switch exposure {
 	case throughGateway:
 		manifest += "  gateway: {name: capi, namespace: capi-system}\n"
