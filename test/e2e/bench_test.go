@@ -92,10 +92,13 @@ func BenchmarkEtcdMembership(b *testing.B) {
 	apply(b, ns, hostedCluster("bench-etcd", images.KubeVersion, 1, 1))
 	key := client.ObjectKey{Namespace: ns, Name: "bench-etcd"}
 	require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
-	start := time.Now()
+	tl := watchTimeline(b, key)
 	setEtcdReplicas(b, key, 3)
 	waitVoters(b, key, 3)
-	scale := time.Since(start)
+	scale := time.Since(tl.start)
+	// Printed, not logged: the testing package keeps ten lines of a
+	// benchmark's log.
+	fmt.Printf("timeline of etcd from 1 to 3 members:%s\n", tl.etcdLog(key.Name))
 	scaleRestarts := restarts(b, ns, "bench-etcd-etcd-1", "bench-etcd-etcd-2")
 	replace := replaceMember(b, key, "bench-etcd-etcd-1")
 	replaceRestarts := restarts(b, ns, "bench-etcd-etcd-1")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,8 @@ type timeline struct {
 	// podTimes says, of each pod that runs at Available, when it was
 	// created, running and ready.
 	podTimes []string
+	// etcdSteps are what EtcdReady said, each when it was first seen.
+	etcdSteps []string
 }
 
 // watchTimeline starts a timeline of the control plane key; call it just
@@ -130,6 +133,12 @@ func (tl *timeline) see(obj any) {
 			}
 		}
 	case *v1alpha1.HostedControlPlane:
+		if c := apimeta.FindStatusCondition(o.Status.Conditions, v1alpha1.EtcdReadyCondition); c != nil {
+			step := fmt.Sprintf("%s: %s", c.Reason, c.Message)
+			if n := len(tl.etcdSteps); n == 0 || !strings.HasSuffix(tl.etcdSteps[n-1], " "+step) {
+				tl.etcdSteps = append(tl.etcdSteps, fmt.Sprintf("%.1fs %s", now.Seconds(), step))
+			}
+		}
 		if tl.available == 0 && apimeta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.AvailableCondition) {
 			tl.available = now
 			close(tl.done)
@@ -233,6 +242,25 @@ func (tl *timeline) String() string {
 		out += "\n  " + p
 	}
 	return out
+}
+
+// etcdLog is, for a log, when each etcd pod of the control plane
+// named was created, running and ready, and what EtcdReady said meanwhile.
+func (tl *timeline) etcdLog(name string) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out []string
+	for pod := range tl.pods {
+		if strings.HasPrefix(pod, contract.EtcdName(name)+"-") {
+			out = append(out, fmt.Sprintf("pod %s created=%.1fs running=%.1fs ready=%.1fs",
+				pod, tl.created[pod].Seconds(), tl.started[pod].Seconds(), tl.ready[pod].Seconds()))
+		}
+	}
+	slices.Sort(out)
+	for _, step := range tl.etcdSteps {
+		out = append(out, "etcd at "+step)
+	}
+	return "\n  " + strings.Join(out, "\n  ")
 }
 
 // medianStages is, for each stage, its median over the timelines.
