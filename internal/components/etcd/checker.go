@@ -280,15 +280,24 @@ func (cc *clusterClients) close() {
 	}
 }
 
-// AddLearner adds a member that will advertise peerURL, as a learner: it
+// AddLearners adds the members names as learners, one after another, each
+// to advertise peerURL(name), through the member at endpoint: a learner
 // receives the log but does not vote until Promote, so it cannot cost the
-// cluster its quorum while it catches up. The call goes to the member at
-// endpoint.
-func (c *Checker) AddLearner(ctx context.Context, t Target, endpoint, peerURL string) error {
-	return c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
-		return err
-	})
+// cluster its quorum while it catches up. It stops at the first member etcd
+// refuses and says how many it added: an etcd that holds fewer learners at
+// once (3.5, or max-learners set lower in spec.etcd.args) refuses the
+// others with ErrTooManyLearners.
+func (c *Checker) AddLearners(ctx context.Context, t Target, endpoint string, names []string, peerURL func(member string) string) (int, error) {
+	for i, name := range names {
+		err := c.call(ctx, t, endpoint, c.callTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.MemberAddAsLearner(ctx, []string{peerURL(name)})
+			return err
+		})
+		if err != nil {
+			return i, err
+		}
+	}
+	return len(names), nil
 }
 
 // ErrLearnerBehind is Promote's answer while the learner has not caught up
@@ -298,9 +307,10 @@ var ErrLearnerBehind = rpctypes.ErrMemberLearnerNotReady
 // reconfigurationRefused tells whether etcd refused a membership change for
 // now, as its strict reconfiguration check does until the leader has been
 // connected to every voter for a few seconds (a member just promoted, a
-// member restarted): the change is to be tried again, not an error.
+// member restarted), or as it does a learner beyond those it holds at once:
+// the change is to be tried again, not an error.
 func reconfigurationRefused(err error) bool {
-	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted)
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) || errors.Is(err, rpctypes.ErrTooManyLearners)
 }
 
 // Promote makes a learner a voting member, once it has caught up.

@@ -61,6 +61,46 @@ func TestQuotaFlag(t *testing.T) {
 	}
 }
 
+// etcd 3.6 and later hold MaxLearners learners at once; 3.5 knows no such
+// flag and holds one, and a tag that is no version gets etcd's default.
+func TestMaxLearnersFlag(t *testing.T) {
+	for name, tc := range map[string]struct {
+		version string
+		tag     *string
+		args    map[string]string
+		want    string
+	}{
+		"etcd 3.6 of Kubernetes 1.36": {version: "v1.36.3", want: "--max-learners=2"},
+		"etcd 3.5 of Kubernetes 1.33": {version: "v1.33.4"},
+		"a 3.5 image on 1.36":         {version: "v1.36.3", tag: ptr.To("3.5.21-0")},
+		"a 3.6 image on 1.33":         {version: "v1.33.4", tag: ptr.To("v3.6.0"), want: "--max-learners=2"},
+		"a tag that is no version":    {version: "v1.36.3", tag: ptr.To("latest")},
+		"set by the user":             {version: "v1.36.3", args: map[string]string{"max-learners": "1"}, want: "--max-learners=1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: tc.args}}
+			if tc.tag != nil {
+				spec.Image = &v1alpha1.ImageSpec{Tag: tc.tag}
+			}
+			in := input(t, spec)
+			in.ControlPlane.Spec.Version = tc.version
+			in, err := render.NewInput(in.ControlPlane, in.Cluster, in.Settings)
+			require.NoError(t, err)
+			var flags []string
+			for _, arg := range statefulSet(in).Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(arg, "--max-learners") {
+					flags = append(flags, arg)
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, flags)
+				return
+			}
+			assert.Equal(t, []string{tc.want}, flags)
+		})
+	}
+}
+
 // One member has no disruption budget: it could only ever allow the one
 // member to go.
 func TestDisruptionBudgetKeepsQuorum(t *testing.T) {
@@ -113,11 +153,12 @@ func withEtcd(in render.Input, m *render.EtcdMembership) render.Input {
 }
 
 // One change at a time towards spec.etcd.replicas: a learner is promoted
-// before anything else, members are added on the lowest free ordinal and
-// removed from the highest.
+// before anything else, members are added on the lowest free ordinals, up
+// to MaxLearners at once and none while a learner is listed, and removed
+// from the highest.
 func TestNextChange(t *testing.T) {
 	learner := func(m *render.EtcdMembership, i int, healthy bool) *render.EtcdMembership {
-		m.Members = append(m.Members, render.EtcdMember{Name: podName("demo", i), ID: 0xf0, Learner: true, Healthy: healthy})
+		m.Members = append(m.Members, render.EtcdMember{Name: podName("demo", i), ID: uint64(0xf0 + i), Learner: true, Healthy: healthy})
 		return m
 	}
 	gap := membership(3)
@@ -161,13 +202,20 @@ func TestNextChange(t *testing.T) {
 		m        *render.EtcdMembership
 		want     string
 	}{
-		"nothing runs yet":         {replicas: 3, m: nil},
-		"etcd does not answer":     {replicas: 3, m: &render.EtcdMembership{Members: membership(1).Members}},
-		"as asked":                 {replicas: 3, m: membership(3)},
-		"grow":                     {replicas: 3, m: membership(1), want: "adding member demo-etcd-1 as a learner"},
-		"fill a gap":               {replicas: 3, m: gap, want: "adding member demo-etcd-1 as a learner"},
-		"a learner that answers":   {replicas: 3, m: learner(membership(1), 1, true), want: "promoting member demo-etcd-1 to a voter"},
-		"a learner not started":    {replicas: 3, m: learner(membership(1), 1, false)},
+		"nothing runs yet":       {replicas: 3, m: nil},
+		"etcd does not answer":   {replicas: 3, m: &render.EtcdMembership{Members: membership(1).Members}},
+		"as asked":               {replicas: 3, m: membership(3)},
+		"grow":                   {replicas: 3, m: membership(1), want: "adding members demo-etcd-1 and demo-etcd-2 as learners"},
+		"grow by one":            {replicas: 3, m: membership(2), want: "adding member demo-etcd-2 as a learner"},
+		"grow by four":           {replicas: 5, m: membership(1), want: "adding members demo-etcd-1 and demo-etcd-2 as learners"},
+		"fill a gap":             {replicas: 3, m: gap, want: "adding member demo-etcd-1 as a learner"},
+		"fill a gap and grow":    {replicas: 5, m: gap, want: "adding members demo-etcd-1 and demo-etcd-3 as learners"},
+		"a learner that answers": {replicas: 3, m: learner(membership(1), 1, true), want: "promoting member demo-etcd-1 to a voter"},
+		"a learner not started":  {replicas: 3, m: learner(membership(1), 1, false)},
+		"the second learner answers first": {
+			replicas: 3, m: learner(learner(membership(1), 1, false), 2, true), want: "promoting member demo-etcd-2 to a voter",
+		},
+		"two learners not started": {replicas: 3, m: learner(learner(membership(1), 1, false), 2, false)},
 		"a learner before removal": {replicas: 1, m: learner(membership(3), 3, true), want: "promoting member demo-etcd-3 to a voter"},
 		"shrink":                   {replicas: 3, m: membership(5), want: "removing member demo-etcd-4"},
 		"a voter down for long": {
@@ -270,7 +318,7 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 		"a change waits for health": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), sick),
 			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
-				"waiting for a healthy etcd before adding member demo-etcd-3 as a learner: member demo-etcd-2 does not answer"),
+				"waiting for a healthy etcd before adding members demo-etcd-3 and demo-etcd-4 as learners: member demo-etcd-2 does not answer"),
 		},
 		"a rollout waits for health": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: map[string]string{"snapshot-count": "5000"}}}), sick),

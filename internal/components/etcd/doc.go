@@ -53,11 +53,18 @@
 // Preflight makes one change per pass (NextChange), each after etcd is
 // healthy:
 //
-//   - a member is added with MemberAddAsLearner on the lowest free ordinal
-//     (its peer URL is its pod's DNS name), then the StatefulSet starts its
-//     pod on an empty volume; a learner does not vote, so it cannot cost the
+//   - members are added with MemberAddAsLearner on the lowest free ordinals
+//     (a peer URL is its pod's DNS name), up to MaxLearners in one pass and
+//     none while a learner is listed, then the StatefulSet starts their pods
+//     on empty volumes; a learner does not vote, so it cannot cost the
 //     quorum while it catches up, and from etcd 3.6 it is not ready, so the
-//     API servers do not reach it through the client Service;
+//     API servers do not reach it through the client Service. etcd 3.6 and
+//     later run with --max-learners=MaxLearners, so that a scale from one
+//     member to three starts both new members together; etcd 3.5 holds one
+//     learner and refuses the second, which is added once the first is a
+//     voter. Learners are added in one pass because a pod reads the
+//     membership as it starts, and etcd refuses to join with one that
+//     another member added since made stale;
 //   - a learner that answers is promoted; etcd refuses while it lags behind
 //     the leader, and the pass looks again a few seconds later;
 //   - a member is removed from the highest ordinal, the leader handing its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -158,11 +159,16 @@ const (
 // losing its quorum for long.
 const ReplaceAfter = time.Minute
 
-// Change is one membership change: a member to add, promote or remove.
+// Change is one membership change: members to add, a member to promote,
+// replace or remove.
 type Change struct {
 	Kind ChangeKind
-	// Name is the member's pod.
+	// Name is the pod of the member to promote, replace or remove.
 	Name string
+	// Names are the pods of the members to add, on the lowest free
+	// ordinals: as many as etcd may hold learners at once (MaxLearners),
+	// so that they start and catch up together.
+	Names []string
 	// Member is the member to promote or remove.
 	Member render.EtcdMember
 	// Why says why a member is replaced: what its pod says.
@@ -172,7 +178,10 @@ type Change struct {
 func (c Change) String() string {
 	switch c.Kind {
 	case AddLearner:
-		return "adding member " + c.Name + " as a learner"
+		if len(c.Names) == 1 {
+			return "adding member " + c.Names[0] + " as a learner"
+		}
+		return "adding members " + strings.Join(c.Names, " and ") + " as learners"
 	case Promote:
 		return "promoting member " + c.Name + " to a voter"
 	case Replace:
@@ -187,10 +196,13 @@ func (c Change) String() string {
 // spec.etcd.replicas asks for, one change at a time: a learner that answers
 // is promoted (etcd refuses while it lags behind the leader); with no
 // learner, a voter whose data etcd refuses is replaced, when that may be
-// done (see replacement); otherwise a member is added as a learner, on the lowest free ordinal, or
-// the member of the highest ordinal is removed, so that the StatefulSet
-// then runs or deletes its pod. A learner that does not answer yet is no
-// change: its pod has to start first.
+// done (see replacement); otherwise members are added as learners, on the
+// lowest free ordinals, up to MaxLearners at once, or the member of the
+// highest ordinal is removed, so that the StatefulSet then runs or deletes
+// their pods. Learners that do not answer yet are no change: their pods have
+// to start first. No learner is added while one is listed: a pod that
+// started would read a membership that another learner then made stale,
+// and etcd refuses to join with it.
 func NextChange(in render.Input, now time.Time) (Change, bool) {
 	m := in.Etcd
 	if m == nil || !m.Answered {
@@ -198,15 +210,19 @@ func NextChange(in render.Input, now time.Time) (Change, bool) {
 	}
 	taken := map[int]bool{}
 	var voters []render.EtcdMember
+	learners := false
 	for _, member := range m.Members {
 		taken[ordinal(in.ClusterName(), member.Name)] = true
-		if !member.Learner {
+		switch {
+		case !member.Learner:
 			voters = append(voters, member)
-			continue
-		}
-		if member.Healthy {
+		case member.Healthy:
 			return Change{Kind: Promote, Name: member.Name, Member: member}, true
+		default:
+			learners = true
 		}
+	}
+	if learners {
 		return Change{}, false
 	}
 	if down, why, ok := replacement(m, voters, now); ok {
@@ -215,11 +231,13 @@ func NextChange(in render.Input, now time.Time) (Change, bool) {
 	want := int(Replicas(in.ControlPlane))
 	switch {
 	case len(voters) < want:
-		i := 0
-		for taken[i] {
-			i++
+		var names []string
+		for i := 0; len(names) < min(want-len(voters), MaxLearners); i++ {
+			if !taken[i] {
+				names = append(names, podName(in.ClusterName(), i))
+			}
 		}
-		return Change{Kind: AddLearner, Name: podName(in.ClusterName(), i)}, true
+		return Change{Kind: AddLearner, Names: names}, true
 	case len(voters) > want:
 		last := voters[len(voters)-1]
 		return Change{Kind: Remove, Name: last.Name, Member: last}, true
@@ -244,7 +262,7 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 			return readiness.Outcome{}, err
 		}
 	}
-	out, err := c.Clients.Make(ctx, t, in.Etcd, next, memberURL(in, next.Name, peerPort))
+	out, err := c.Clients.Make(ctx, t, in.Etcd, next, func(member string) string { return memberURL(in, member, peerPort) })
 	if err != nil || next.Kind != Replace || out.Reason != v1alpha1.EtcdMemberReplacedReason {
 		return out, err
 	}
@@ -264,7 +282,7 @@ func (c Component) make(ctx context.Context, r client.Reader, in render.Input, n
 // Make makes a membership change of the etcd t through its leader, found in
 // m; peerURL is where a member to add will be reached. The outcome says what
 // was done, or what it waits for.
-func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, next Change, peerURL string) (readiness.Outcome, error) {
+func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, next Change, peerURL func(member string) string) (readiness.Outcome, error) {
 	leader, endpoint := leaderOf(m, t)
 	if endpoint == "" {
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for etcd's leader to be reachable before %s", next)), nil
@@ -272,7 +290,14 @@ func (c *Checker) Make(ctx context.Context, t Target, m *render.EtcdMembership, 
 	var err error
 	switch next.Kind {
 	case AddLearner:
-		err = c.AddLearner(ctx, t, endpoint, peerURL)
+		var added int
+		added, err = c.AddLearners(ctx, t, endpoint, next.Names, peerURL)
+		if added > 0 && added < len(next.Names) {
+			// The members added are a change made; the others are added
+			// once these are voters.
+			return poll(readiness.Waiting(v1alpha1.EtcdMembershipReason, "%s (etcd refused the others for now: %v)",
+				Change{Kind: AddLearner, Names: next.Names[:added]}, err)), nil
+		}
 	case Promote:
 		err = c.Promote(ctx, t, endpoint, next.Member.ID)
 		if errors.Is(err, ErrLearnerBehind) {

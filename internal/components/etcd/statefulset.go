@@ -1,10 +1,12 @@
 package etcd
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 
+	"github.com/blang/semver/v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -33,6 +35,22 @@ func memberURL(in render.Input, member string, port int) string {
 	return fmt.Sprintf("https://%s.%s.%s.svc:%d", member, contract.EtcdPeerServiceName(in.ClusterName()), in.Namespace(), port)
 }
 
+// MaxLearners is how many learners etcd holds at once (--max-learners,
+// from etcd 3.6; 3.5 holds one): a scale from one member to three adds both
+// new members together, and they start and catch up together, where one
+// after the other the second waits for the first's promotion and then for
+// etcd's strict reconfiguration check (the leader connected to every voter,
+// the new one too, for 5 s). Learners do not vote, so they cost no quorum.
+const MaxLearners = 2
+
+// holdsLearners tells whether the etcd of the image tag (override, when
+// set, else def) takes --max-learners: 3.6 or later. A tag that is no
+// version (a digest, latest) gets etcd's default, one learner at a time.
+func holdsLearners(override, def *string) bool {
+	v, err := semver.ParseTolerant(ptr.Deref(cmp.Or(override, def), ""))
+	return err == nil && (v.Major > 3 || v.Major == 3 && v.Minor >= 6)
+}
+
 func statefulSet(in render.Input) *appsv1.StatefulSet {
 	name := contract.EtcdName(in.ClusterName())
 	spec := in.ControlPlane.Spec.Etcd
@@ -58,10 +76,14 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		"auto-compaction-retention":   "8h",
 		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(quotaVolume(in)), 10),
 	}
+	image := in.DefaultImage(contract.EtcdRepository, Tag(in.Version()))
+	if holdsLearners(ptr.Deref(spec.Image, v1alpha1.ImageSpec{}).Tag, image.Tag) {
+		defaults["max-learners"] = strconv.Itoa(MaxLearners)
+	}
 	trust := trustBundle(in, defaults)
 	args := render.Flags(defaults, spec.Args)
 
-	img := render.Image(in.DefaultImage(contract.EtcdRepository, Tag(in.Version())), spec.Image)
+	img := render.Image(image, spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
 	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	// The membership comes from the ConfigMap (see membersConfigMap), read

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/envtest"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
@@ -55,6 +56,9 @@ type etcdCluster struct {
 	state   string
 	// quota is the members' --quota-backend-bytes; 100MiB when zero.
 	quota int64
+	// maxLearners is the members' --max-learners; etcd.MaxLearners, as the
+	// controller renders it, when zero.
+	maxLearners int
 }
 
 // etcdMembers is the size of the test etcd clusters the extension checks:
@@ -171,6 +175,7 @@ func (c *etcdCluster) start(i int) {
 		"--cert-file="+filepath.Join(c.dir, "server.crt"), "--key-file="+filepath.Join(c.dir, "server.key"),
 		"--trusted-ca-file="+filepath.Join(c.dir, "ca.crt"), "--client-cert-auth",
 		"--quota-backend-bytes="+strconv.FormatInt(cmp.Or(c.quota, 100<<20), 10), "--heartbeat-interval=200", "--election-timeout=2000",
+		"--max-learners="+strconv.Itoa(cmp.Or(c.maxLearners, etcd.MaxLearners)),
 		"--log-level=warn", "--unsafe-no-fsync")
 	require.NoError(c.t, err)
 	c.members[i] = p

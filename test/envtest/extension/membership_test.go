@@ -3,7 +3,6 @@ package extension
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +25,10 @@ import (
 
 // The controller's membership changes against a real etcd, the test playing
 // the StatefulSet (it starts the pod of a member the controller added and
-// deletes the pod and volume of one it removed): 1 → 3 → 1 members, one
-// change at a time, every new member a learner until it has caught up, the
-// data written before intact, and etcd reported unhealthy (which holds every
+// deletes the pod and volume of one it removed): 1 → 3 → 1 members, both
+// new members added at once as learners (etcd's --max-learners as the
+// controller renders it) and each promoted once it has caught up, the data
+// written before intact, and etcd reported unhealthy (which holds every
 // change) while a member is down.
 func TestMembershipChangesInPlace(t *testing.T) {
 	ns := namespace(t)
@@ -40,10 +40,11 @@ func TestMembershipChangesInPlace(t *testing.T) {
 	_, err := c.client(0).Put(ctx, "/registry/before", "kept")
 	require.NoError(t, err)
 
-	assert.Equal(t, []string{
-		"adding member demo-etcd-1 as a learner", "promoting member demo-etcd-1 to a voter",
-		"adding member demo-etcd-2 as a learner", "promoting member demo-etcd-2 to a voter",
-	}, c.scale(ctx, checker, 3))
+	made := c.scale(ctx, checker, 3)
+	require.Len(t, made, 3)
+	assert.Equal(t, "adding members demo-etcd-1 and demo-etcd-2 as learners", made[0])
+	assert.ElementsMatch(t, []string{"promoting member demo-etcd-1 to a voter", "promoting member demo-etcd-2 to a voter"}, made[1:],
+		"each learner is promoted once it has caught up, in whichever order")
 	m := c.observe(ctx, checker)
 	assert.Equal(t, []string{"demo-etcd-0", "demo-etcd-1", "demo-etcd-2"}, etcd.Members(m))
 	assert.Empty(t, m.Problems)
@@ -71,16 +72,46 @@ func TestMembershipChangesInPlace(t *testing.T) {
 	assert.Len(t, resp.Kvs, 1)
 }
 
+// An etcd that holds one learner at a time (etcd 3.5, or max-learners set
+// to 1 in spec.etcd.args) refuses the second of the two the controller adds
+// at once: the first joins, and the second is added once the first is a
+// voter.
+func TestMembershipGrowsOneLearnerAtATime(t *testing.T) {
+	c := newEtcdCluster(t, "demo", namespace(t), 1, 3)
+	c.maxLearners = 1
+	c.start(0)
+	c.waitHealthy()
+	checker := etcd.NewChecker()
+	t.Cleanup(checker.Close)
+	assert.Equal(t, []string{
+		"adding member demo-etcd-1 as a learner (etcd refused the others for now: etcdserver: too many learner members in cluster)",
+		"promoting member demo-etcd-1 to a voter",
+		"adding member demo-etcd-2 as a learner", "promoting member demo-etcd-2 to a voter",
+	}, c.scale(testContext(t), checker, 3))
+}
+
 // scale makes the controller's changes until etcd has want voters, and
-// returns the changes it made.
+// returns the changes it made. Like the StatefulSet, it starts each learner
+// etcd lists that does not run, with the membership etcd lists.
 func (c *etcdCluster) scale(ctx context.Context, checker *etcd.Checker, want int32) []string {
 	c.t.Helper()
 	var made []string
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		m := c.observe(ctx, checker)
-		learners := slices.DeleteFunc(slices.Clone(m.Members), func(m render.EtcdMember) bool { return !m.Learner })
-		require.LessOrEqual(c.t, len(learners), 1, "one change at a time")
+		var listed, learners []int
+		for _, member := range m.Members {
+			listed = append(listed, ordinal(member.Name))
+			if member.Learner {
+				learners = append(learners, ordinal(member.Name))
+			}
+		}
+		require.LessOrEqual(c.t, len(learners), etcd.MaxLearners)
+		for _, i := range learners {
+			if c.members[i] == nil {
+				c.join(i, listed)
+			}
+		}
 		next, changes := etcd.NextChange(c.input(want, m), time.Now())
 		if !changes {
 			if len(learners) == 0 && len(m.Members) == int(want) {
@@ -93,22 +124,14 @@ func (c *etcdCluster) scale(ctx context.Context, checker *etcd.Checker, want int
 			time.Sleep(100 * time.Millisecond) // the preflight waits for a healthy etcd
 			continue
 		}
-		i := ordinal(next.Name)
-		out, err := checker.Make(ctx, c.target(), m, next, c.peerURL(i))
+		out, err := checker.Make(ctx, c.target(), m, next, func(member string) string { return c.peerURL(ordinal(member)) })
 		require.NoError(c.t, err)
-		if out.Message != next.String() {
+		if out.Message != next.String() && !strings.HasPrefix(out.Message, "adding member") {
 			continue // not made yet: a learner catching up, or the leader handed over first
 		}
-		made = append(made, next.String())
-		switch next.Kind {
-		case etcd.AddLearner:
-			members := []int{i}
-			for _, member := range m.Members {
-				members = append(members, ordinal(member.Name))
-			}
-			c.join(i, members)
-		case etcd.Remove:
-			c.remove(i)
+		made = append(made, out.Message)
+		if next.Kind == etcd.Remove {
+			c.remove(ordinal(next.Name))
 		}
 	}
 	c.t.Fatalf("etcd did not reach %d voters; changes made: %v", want, made)
