@@ -138,25 +138,13 @@ func (c *rotationClients) stopInformerOnce() { c.stopped.Do(func() { close(c.sto
 // informer follows to the last write.
 func (c *rotationClients) stop(t *testing.T) {
 	t.Helper()
-	c.stopAllowing(t, func(string) bool { return false })
-}
-
-// stopAllowing is stop, where a failure that allowed takes is listed
-// rather than counted.
-func (c *rotationClients) stopAllowing(t *testing.T, allowed func(failure string) bool) {
-	t.Helper()
 	reads, requests := c.stopReader()
 	close(c.done)
 	c.wg.Wait()
 	c.mu.Lock()
 	t.Logf("from the host: %d reads, %d writes; watch errors the informer resumed from: %v", requests, c.writes.Load(), c.resumed)
-	reads, allowedReads := split(reads, allowed)
-	writes, allowedWrites := split(c.failed, allowed)
-	if len(allowedReads)+len(allowedWrites) > 0 {
-		t.Logf("failed as allowed: %d reads %v, %d writes %v", len(allowedReads), allowedReads, len(allowedWrites), allowedWrites)
-	}
 	assert.Empty(t, reads, "reads that failed from the host")
-	assert.Empty(t, writes, "writes that failed from the host")
+	assert.Empty(t, c.failed, "writes that failed from the host")
 	assert.Empty(t, c.watchErrs, "watch errors the informer had to list everything again for")
 	c.mu.Unlock()
 	assert.Greater(t, c.writes.Load(), int64(50), "the writer wrote throughout")
@@ -172,18 +160,6 @@ func (c *rotationClients) stopAllowing(t *testing.T, allowed func(failure string
 	assert.Equal(t, c.written, c.seen, "the informer follows to the last write")
 	c.mu.Unlock()
 	c.stopInformerOnce()
-}
-
-// split parts failures into those allowed does not take and those it does.
-func split(failures []string, allowed func(string) bool) (counted, listed []string) {
-	for _, f := range failures {
-		if allowed(f) {
-			listed = append(listed, f)
-		} else {
-			counted = append(counted, f)
-		}
-	}
-	return counted, listed
 }
 
 // pollInBackground is pollAPIServer until the returned stop is called.
