@@ -302,6 +302,16 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 	sick.Members[2].Healthy = false
 	sick.Problems = []string{"member demo-etcd-2 does not answer"}
 
+	// startingBeside: two learners added together, demo-etcd-1 answers and
+	// demo-etcd-2 does not yet; only would tell that nothing else is wrong.
+	startingBeside := func(only bool) *render.EtcdMembership {
+		m := membership(1)
+		m.Members = append(m.Members,
+			render.EtcdMember{Name: "demo-etcd-1", ID: 0xf1, Learner: true, Healthy: true},
+			render.EtcdMember{Name: "demo-etcd-2", ID: 0xf2, Learner: true})
+		m.Problems, m.OnlyStartingLearners = []string{"member demo-etcd-2 does not answer"}, only
+		return m
+	}
 	for name, tc := range map[string]struct {
 		in   render.Input
 		want readiness.Outcome
@@ -314,6 +324,15 @@ func TestPreflightWaitsForAHealthyEtcd(t *testing.T) {
 				Members: append(membership(3).Members, render.EtcdMember{Name: "demo-etcd-3", ID: 0xf, Learner: true}),
 			}),
 			want: readiness.Ready(""),
+		},
+		"a learner that answers is promoted beside one still starting": {
+			in:   withEtcd(in, startingBeside(true)),
+			want: readiness.Ready(""),
+		},
+		"a promotion waits while more than a learner is wrong": {
+			in: withEtcd(in, startingBeside(false)),
+			want: readiness.Waiting(v1alpha1.EtcdUnhealthyReason,
+				"waiting for a healthy etcd before promoting member demo-etcd-1 to a voter: member demo-etcd-2 does not answer"),
 		},
 		"a change waits for health": {
 			in: withEtcd(input(t, v1alpha1.EtcdSpec{Replicas: ptr.To[int32](5)}), sick),

@@ -66,7 +66,10 @@
 //     membership as it starts, and etcd refuses to join with one that
 //     another member added since made stale;
 //   - a learner that answers is promoted; etcd refuses while it lags behind
-//     the leader, and the pass looks again a few seconds later;
+//     the leader, and the pass looks again a few seconds later. Other
+//     learners that do not answer yet do not hold it (they have no vote, so
+//     the voters' quorum is what it would be without them): of two added
+//     together, the first to catch up is promoted first;
 //   - a member is removed from the highest ordinal, the leader handing its
 //     leadership over first when it is the one to go; the next pass lowers
 //     the StatefulSet's replicas, and its volume goes with its pod

@@ -277,6 +277,18 @@ func MembershipOf(o Observation, pods, peers map[string]string) *render.EtcdMemb
 	own.Statuses = slices.DeleteFunc(slices.Clone(o.Statuses), func(s Status) bool { return !names[pods[s.Endpoint]] })
 	report := Evaluate(own, 1)
 	m.Problems, m.OnlyFull = report.Problems, report.OnlyFull
+	starting := map[string]bool{}
+	for _, member := range m.Members {
+		if member.Learner && !member.Healthy {
+			starting[member.Name] = true
+		}
+	}
+	if len(starting) > 0 && len(m.Problems) > 0 {
+		voters := own
+		voters.Members = slices.DeleteFunc(slices.Clone(own.Members), func(member Member) bool { return starting[member.Name] })
+		voters.Statuses = slices.DeleteFunc(slices.Clone(own.Statuses), func(s Status) bool { return starting[pods[s.Endpoint]] })
+		m.OnlyStartingLearners = Evaluate(voters, 1).Healthy()
+	}
 	return m
 }
 

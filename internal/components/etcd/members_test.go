@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,4 +54,41 @@ func TestPodsSince(t *testing.T) {
 	assert.Equal(t, now, podsSince([]corev1.Pod{pod(now.Add(-500 * time.Millisecond).Truncate(time.Second))}, now), "created in the second before now")
 	assert.Equal(t, now, podsSince([]corev1.Pod{pod(now.Add(time.Minute))}, now), "the API server's clock ahead")
 	assert.True(t, podsSince(nil, now).IsZero())
+}
+
+// A learner that does not answer yet is a problem of etcd, but not one that
+// holds the promotion of another learner (OnlyStartingLearners): it has no
+// vote. A voter that does not answer holds everything.
+func TestOnlyStartingLearners(t *testing.T) {
+	peer := func(i int) string { return "https://demo-etcd-" + strconv.Itoa(i) + ".demo-etcd-peer.default.svc:2380" }
+	peers := map[string]string{peer(0): "demo-etcd-0", peer(1): "demo-etcd-1", peer(2): "demo-etcd-2"}
+	pods := map[string]string{"10.0.0.1:2379": "demo-etcd-0", "10.0.0.2:2379": "demo-etcd-1", "10.0.0.3:2379": "demo-etcd-2"}
+	observe := func(learners bool, down int) Observation {
+		o := Observation{}
+		for i := range 3 {
+			id := uint64(0xa0 + i)
+			o.Members = append(o.Members, Member{ID: id, Name: "demo-etcd-" + strconv.Itoa(i), Learner: learners && i > 0, PeerURLs: []string{peer(i)}})
+			s := Status{Endpoint: "10.0.0." + strconv.Itoa(i+1) + ":2379", MemberID: id, Leader: 0xa0, Learner: learners && i > 0}
+			if i == down {
+				s = Status{Endpoint: s.Endpoint, Err: errors.New("connection refused")}
+			}
+			o.Statuses = append(o.Statuses, s)
+		}
+		return o
+	}
+	starting := MembershipOf(observe(true, 2), pods, peers)
+	assert.Equal(t, []string{"no answer from 10.0.0.3:2379", "member demo-etcd-2 does not answer"}, starting.Problems)
+	assert.True(t, starting.OnlyStartingLearners, "a learner still starting holds no promotion")
+
+	voterDown := MembershipOf(observe(true, 0), pods, peers)
+	assert.NotEmpty(t, voterDown.Problems)
+	assert.False(t, voterDown.OnlyStartingLearners, "a voter that does not answer holds every change")
+
+	both := observe(true, 2)
+	both.Statuses[0] = Status{Endpoint: both.Statuses[0].Endpoint, Err: errors.New("connection refused")}
+	assert.False(t, MembershipOf(both, pods, peers).OnlyStartingLearners, "nor does a learner still starting beside a voter down")
+
+	healthy := MembershipOf(observe(false, -1), pods, peers)
+	assert.Empty(t, healthy.Problems)
+	assert.False(t, healthy.OnlyStartingLearners)
 }

@@ -83,7 +83,7 @@ func (c Component) Preflight(ctx context.Context, r client.Reader, in render.Inp
 		// list). No member serves, so it can disturb nothing, and it may be
 		// what brings etcd back.
 		return readiness.Ready(""), nil
-	case len(m.Problems) > 0 && !healing(next, changes, rollout, m) && !startsLearners(in, m, live):
+	case len(m.Problems) > 0 && !healing(next, changes, rollout, m) && !startsLearners(in, m, live) && !promotesBeside(next, changes, m):
 		return poll(readiness.Waiting(v1alpha1.EtcdUnhealthyReason, "waiting for a healthy etcd before %s: %s",
 			what, joinProblems(m.Problems))), nil
 	case !changes || c.Clients == nil:
@@ -117,6 +117,15 @@ func startsRollout(live, want *appsv1.StatefulSet, cp *v1alpha1.HostedControlPla
 		return false, err
 	}
 	return u.GetAnnotations()[apply.HashAnnotation] != live.Annotations[apply.HashAnnotation], nil
+}
+
+// promotesBeside tells whether the change is the promotion of a learner
+// that answers while etcd's only problems are other learners that do not
+// answer yet (two added together, one slower to start): they have no vote,
+// so the promotion is as safe as in a healthy etcd and need not wait for
+// them.
+func promotesBeside(next Change, changes bool, m *render.EtcdMembership) bool {
+	return changes && next.Kind == Promote && m.OnlyStartingLearners
 }
 
 // startsLearners tells whether etcd's only problems are learners it lists

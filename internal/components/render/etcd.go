@@ -79,6 +79,10 @@ type EtcdMembership struct {
 	// Problems say what keeps etcd from being healthy (no leader, a member
 	// down, an alarm); none when it is.
 	Problems []string
+	// OnlyStartingLearners tells that every problem is of learners that do
+	// not answer yet, which hold no promotion of a learner that does: a
+	// learner has no vote, so one still starting costs no quorum.
+	OnlyStartingLearners bool
 	// NoSpace tells that a NOSPACE alarm is raised: etcd refuses writes.
 	NoSpace bool
 	// OnlyFull tells that every problem is of a full database: a NOSPACE
