@@ -55,10 +55,12 @@ func BenchmarkConcurrentControlPlanes(b *testing.B) {
 	// Printed, not logged: the testing package keeps ten lines of a
 	// benchmark's log.
 	fmt.Printf("timeline of %d control planes created at once, each stage's median:%s\n", concurrentClusters, median)
-	deleteClusters(b, keys...)
 	fmt.Printf("BENCH concurrent_%d_available_s %.3f s\n", concurrentClusters, all.Seconds())
 	fmt.Printf("BENCH concurrent_%d_each_available_median_s %.3f s\n", concurrentClusters, each[len(each)/2].Seconds())
 	fmt.Printf("BENCH concurrent_%d_each_available_max_s %.3f s\n", concurrentClusters, each[len(each)-1].Seconds())
+	deleteClusters(b, keys...)
+	// The memory of their pods is back before the next benchmark.
+	podsAndClaimsGone(b, ns)
 }
 
 const (
@@ -99,23 +101,22 @@ func BenchmarkIdleDensity(b *testing.B) {
 	ns := namespace(b, "bench-idle")
 	idle := &idleFleet{ns: ns, memStart: meminfo(b, "MemAvailable")}
 	reason := idle.grow(b, limit)
-	memAvailable := meminfo(b, "MemAvailable")
-	load, err := os.ReadFile("/proc/loadavg")
-	require.NoError(b, err)
+	memAvailable, load := meminfo(b, "MemAvailable"), loadavg(b)
 	var rss float64
 	for _, key := range idle.keys[:idle.held] {
 		for _, mib := range controlPlaneRSS(b, ns, key.Name) {
 			rss += mib
 		}
 	}
-	deleteClusters(b, idle.keys...)
 	fmt.Printf("BENCH idle_control_planes_per_host %d control-planes\n", idle.held)
 	fmt.Printf("  stopped: %s\n", reason)
-	fmt.Printf("  host at %d control planes: MemTotal %.1f GiB, MemAvailable %.1f GiB (%.1f GiB before the first), load averages %s\n",
-		idle.held, gib(meminfo(b, "MemTotal")), gib(memAvailable), gib(idle.memStart), strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Printf("  host with %d control planes created: MemTotal %.1f GiB, MemAvailable %.1f GiB (%.1f GiB before the first), load averages %s\n",
+		len(idle.keys), gib(meminfo(b, "MemTotal")), gib(memAvailable), gib(idle.memStart), load)
 	if idle.held > 0 {
-		fmt.Printf("  each control plane's containers held %.0f MiB on average\n", rss/float64(idle.held))
+		fmt.Printf("  each control plane held has containers of %.0f MiB resident on average\n", rss/float64(idle.held))
 	}
+	deleteClusters(b, idle.keys...)
+	podsAndClaimsGone(b, ns)
 }
 
 // idleFleet is BenchmarkIdleDensity's control planes, all in one
@@ -135,6 +136,7 @@ type idleFleet struct {
 
 // grow adds batches until one of the stop conditions, and says which.
 func (f *idleFleet) grow(b *testing.B, limit int) string {
+	start := time.Now()
 	for {
 		if f.held >= limit {
 			return fmt.Sprintf("at the cap BENCH_IDLE_MAX=%d (a lower bound)", limit)
@@ -167,7 +169,8 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 			}
 		}
 		f.held = len(f.hosted)
-		fmt.Printf("  %d control planes idle and answering, MemAvailable %.1f GiB\n", f.held, gib(meminfo(b, "MemAvailable")))
+		fmt.Printf("  idle: %d control planes answering at %s, MemAvailable %.1f GiB, load averages %s\n",
+			f.held, time.Since(start).Round(time.Second), gib(meminfo(b, "MemAvailable")), loadavg(b))
 	}
 }
 
@@ -210,6 +213,13 @@ func meminfo(b *testing.B, field string) uint64 {
 	}
 	b.Fatalf("no %s in /proc/meminfo", field)
 	return 0
+}
+
+// loadavg is the host's load averages over 1, 5 and 15 minutes.
+func loadavg(b *testing.B) string {
+	data, err := os.ReadFile("/proc/loadavg")
+	require.NoError(b, err)
+	return strings.Join(strings.Fields(string(data))[:3], " ")
 }
 
 // gib is bytes in GiB.
