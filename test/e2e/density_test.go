@@ -162,15 +162,17 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 			require.NoError(b, err)
 			f.hosted = append(f.hosted, hosted)
 		}
+		before := cpuTimes(b)
 		time.Sleep(idleSettle)
+		busy := cpuBusy(before, cpuTimes(b))
 		for i, hosted := range f.hosted {
 			if err := answers(b.Context(), f.keys[i], hosted); err != nil {
 				return fmt.Sprintf("control plane %s stopped answering at %d: %v", f.keys[i].Name, len(f.hosted), err)
 			}
 		}
 		f.held = len(f.hosted)
-		fmt.Printf("  idle: %d control planes answering at %s, MemAvailable %.1f GiB, load averages %s\n",
-			f.held, time.Since(start).Round(time.Second), gib(meminfo(b, "MemAvailable")), loadavg(b))
+		fmt.Printf("  idle: %d control planes answering at %s, CPU %.0f%% busy over the idle minute, MemAvailable %.1f GiB, load averages %s\n",
+			f.held, time.Since(start).Round(time.Second), 100*busy, gib(meminfo(b, "MemAvailable")), loadavg(b))
 	}
 }
 
@@ -220,6 +222,39 @@ func loadavg(b *testing.B) string {
 	data, err := os.ReadFile("/proc/loadavg")
 	require.NoError(b, err)
 	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// cpuTimes are the host's CPU times since boot, from /proc/stat's first
+// line: user, nice, system, idle, iowait, irq, softirq and steal, in clock
+// ticks (guest time, which follows, is counted in user already).
+func cpuTimes(b *testing.B) []uint64 {
+	data, err := os.ReadFile("/proc/stat")
+	require.NoError(b, err)
+	line, _, _ := strings.Cut(string(data), "\n")
+	var ticks []uint64
+	for _, f := range strings.Fields(line)[1:9] {
+		n, err := strconv.ParseUint(f, 10, 64)
+		require.NoError(b, err)
+		ticks = append(ticks, n)
+	}
+	return ticks
+}
+
+// cpuBusy is the share of the host's CPU time between two cpuTimes not
+// spent idle or waiting for I/O.
+func cpuBusy(before, after []uint64) float64 {
+	var total, idle uint64
+	for i := range after {
+		d := after[i] - before[i]
+		total += d
+		if i == 3 || i == 4 { // idle, iowait
+			idle += d
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(total-idle) / float64(total)
 }
 
 // gib is bytes in GiB.
