@@ -26,7 +26,9 @@ const concurrentClusters = 10
 
 // BenchmarkConcurrentControlPlanes prints, as BENCH lines, the time from the
 // first of concurrentClusters Clusters created in one go (one API server and
-// one etcd member each, one after another with nothing awaited between) to
+// one etcd member each, besides the two controller managers and two
+// schedulers of every control plane; created one after another with nothing
+// awaited between) to
 // the last of their control planes seen Available by a watch
 // (concurrent_10_available_s), and of each control plane's own time from its
 // Cluster created to Available, the median and the longest. The timeline
@@ -90,7 +92,9 @@ const (
 // when the next batch would take the host's MemAvailable under
 // idleMemoryFloor (judged by what each control plane so far took) or at the
 // cap BENCH_IDLE_MAX (idleDefaultMax by default), in which case the figure
-// is a lower bound; it says which, with the host's memory and load.
+// is a lower bound; when a batch failed, the host's limit lies between the
+// figure and the figure plus idleBatch. It says why it stopped, with the
+// host's memory and load.
 func BenchmarkIdleDensity(b *testing.B) {
 	limit := idleDefaultMax
 	if v := os.Getenv("BENCH_IDLE_MAX"); v != "" {
