@@ -189,7 +189,7 @@ bench: kube-binaries versitygw host-packages $(KUSTOMIZE) manifests ## Print per
 	go test -count=1 ./test/envtest/extension -run '^$$' -bench 'GeneratePatches|EtcdGate' -benchtime 300x 2>&1 | tee $(BIN)/bench-extension.log | grep -E '^(BENCH|ok|FAIL|---)'
 	go test -count=1 ./test/envtest/extension -run '^$$' -bench Backup -benchtime 1x 2>&1 | tee $(BIN)/bench-backup.log | grep -E '^(BENCH|ok|FAIL|---)'
 	go test -count=1 ./test/envtest -run '^$$' -bench Idle -benchtime 1x -timeout 30m 2>&1 | tee $(BIN)/bench-idle.log | grep -E '^(BENCH|ok|FAIL|---)'
-	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^$$' -bench . -benchtime 1x -timeout 60m 2>&1 | tee $(BIN)/bench-e2e.log | grep -E '^(BENCH|ok|FAIL|---|timeline of)|^  [a-z]'
+	cd test/e2e && E2E=1 E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -run '^$$' -bench . -benchtime 1x -timeout 120m 2>&1 | tee $(BIN)/bench-e2e.log | grep -E '^(BENCH|ok|FAIL|---|timeline of)|^  [a-z]'
 
 ##@ Tools (built from source, cached in bin/)
 
