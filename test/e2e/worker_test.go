@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
@@ -386,7 +388,20 @@ func loadBalancerNamed(t *testing.T, key client.ObjectKey) {
 // and that kubectl exec reaches it through konnectivity again.
 func workerCarriesOnAfterRestore(t *testing.T, store *backupStore, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string) {
 	ctx := testContext(t)
-	restoreEtcdInPlace(t, key, snapshotStored(t, store, key).Status.Etcd.LastBackupKey)
+	snapshot := snapshotStored(t, store, key).Status.Etcd.LastBackupKey
+	// The test's kubelet certificates last minutes (workerSigningDuration),
+	// and one that expired while the restore stopped the API servers would
+	// leave the kubelet anonymous, its renewal refused, for good (as a
+	// year's certificate would after a year's outage). The restore starts
+	// with one that lasts longer than a restore on a loaded machine takes.
+	eventually(t, 5*time.Minute, "the kubelet holds a certificate that outlasts the restore", func() error {
+		expires, err := kubeletCertificateExpiry(ctx, hosted, nodeName)
+		if left := time.Until(expires); err == nil && left < restoreAllowance {
+			err = fmt.Errorf("its newest certificate expires in %s", left.Round(time.Second))
+		}
+		return err
+	})
+	restoreEtcdInPlace(t, key, snapshot)
 	restored := time.Now()
 
 	eventually(t, 3*time.Minute, "the kubelet renews its lease in the restored cluster", func() error {
@@ -413,6 +428,40 @@ func workerCarriesOnAfterRestore(t *testing.T, store *backupStore, cfg *rest.Con
 	})
 	assert.Equal(t, "probe dev", strings.TrimSpace(stdout))
 	t.Logf("the kubelet renewed its lease, and exec reached the pod, %s after the restore", time.Since(restored).Round(time.Second))
+}
+
+// restoreAllowance is how long a kubelet's certificate must still last when
+// workerCarriesOnAfterRestore starts the restore: the API servers stop
+// for up to about two and a half minutes on a loaded machine, and the
+// kubelet then needs a moment to renew.
+const restoreAllowance = 4*time.Minute + 30*time.Second
+
+// kubeletCertificateExpiry is when the newest client certificate issued to
+// the kubelet of node expires, as the CertificateSigningRequests of the
+// workload cluster show.
+func kubeletCertificateExpiry(ctx context.Context, hosted kubernetes.Interface, node string) (time.Time, error) {
+	csrs, err := hosted.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var newest time.Time
+	for _, csr := range csrs.Items {
+		block, _ := pem.Decode(csr.Status.Certificate)
+		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || block == nil {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("CSR %s: %w", csr.Name, err)
+		}
+		if cert.Subject.CommonName == "system:node:"+node && cert.NotAfter.After(newest) {
+			newest = cert.NotAfter
+		}
+	}
+	if newest.IsZero() {
+		return newest, fmt.Errorf("no client certificate issued to the kubelet of %s", node)
+	}
+	return newest, nil
 }
 
 // bootstrapToken creates a bootstrap token in the hosted cluster and waits
