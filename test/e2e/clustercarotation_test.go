@@ -45,9 +45,10 @@ const workerSigningDuration = 5 * time.Minute
 // <cluster>-kubeconfig held at the start (and presents the client
 // certificate the kubeconfig holds at each connection), an informer, and a
 // pod on the worker whose CA file the kubelet updates count what fails:
-// nothing does. The etcd CA, rotated beside, restarts each of the Cluster's
-// three etcd members three times, one at a time, and etcd keeps its quorum
-// throughout. The node stays Ready throughout, its kubelet renews its Lease
+// nothing does, but a write etcd may time out as its leader changes
+// (etcdLeaderChanged), which is listed. The etcd CA, rotated beside,
+// restarts each of the Cluster's three etcd members three times, one at a
+// time, and etcd keeps its quorum throughout. The node stays Ready throughout, its kubelet renews its Lease
 // on time, and its renewal with the new CA ends WaitingForKubelets (long
 // before the certificates' lifetime); kubectl logs and exec reach the pod
 // through konnectivity afterwards. At the end <cluster>-kubeconfig and
@@ -118,7 +119,7 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 
 	// The probe reports its count every 5s.
 	time.Sleep(6 * time.Second)
-	clients.stop(t)
+	clients.stopListing(t, etcdLeaderChanged)
 	requests, failed, failures := countedByProbe(t, hosted, "ca-counter")
 	t.Logf("from the pod on the worker: %d requests, %d failed: %v", requests, failed, failures)
 	assert.Empty(t, failures, "requests from the pod that failed")
@@ -207,6 +208,16 @@ func followingConfig(t *testing.T, key client.ObjectKey) *rest.Config {
 	cfg.CertData, cfg.KeyData = nil, nil
 	cfg.CertFile, cfg.KeyFile = file, file
 	return cfg
+}
+
+// etcdLeaderChanged is a write etcd timed out as its leader changed, which
+// the API server passes on: the etcd CA, rotated beside the cluster CA,
+// restarts each member, the leader too, and a proposal in flight as the
+// leadership moves is dropped (etcd hands its leadership over as it stops,
+// which narrows that window but does not close it). One write of 1,338
+// failed so once (2026-11-27); reads are served on.
+func etcdLeaderChanged(failure string) bool {
+	return strings.Contains(failure, "etcdserver: request timed out")
 }
 
 // followingClientset is a clientset of cfg, a followingConfig, that
