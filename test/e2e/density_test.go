@@ -6,10 +6,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -166,9 +166,10 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 			require.NoError(b, err)
 			f.hosted = append(f.hosted, hosted)
 		}
-		before := cpuTimes(b)
+		totalBefore, idleBefore := cpuTimes(b)
 		time.Sleep(idleSettle)
-		busy := cpuBusy(before, cpuTimes(b))
+		totalAfter, idleAfter := cpuTimes(b)
+		busy := cpuBusy(totalBefore, idleBefore, totalAfter, idleAfter)
 		for i, hosted := range f.hosted {
 			if err := answers(b.Context(), f.keys[i], hosted); err != nil {
 				return fmt.Sprintf("control plane %s stopped answering at %d: %v", f.keys[i].Name, len(f.hosted), err)
@@ -206,59 +207,49 @@ func answers(ctx context.Context, key client.ObjectKey, hosted *kubernetes.Clien
 	}, nil)
 }
 
-// meminfo is a field of the host's /proc/meminfo, in bytes.
+// meminfo is a field of the host's /proc/meminfo ("MemAvailable" or
+// "MemTotal"), in bytes.
 func meminfo(b *testing.B, field string) uint64 {
-	data, err := os.ReadFile("/proc/meminfo")
+	mi, err := hostProc(b).Meminfo()
 	require.NoError(b, err)
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
-			kib, err := strconv.ParseUint(f[1], 10, 64)
-			require.NoError(b, err)
-			return kib << 10
-		}
-	}
-	b.Fatalf("no %s in /proc/meminfo", field)
-	return 0
+	v := map[string]*uint64{"MemAvailable": mi.MemAvailableBytes, "MemTotal": mi.MemTotalBytes}[field]
+	require.NotNil(b, v, "%s in /proc/meminfo", field)
+	return *v
 }
 
 // loadavg is the host's load averages over 1, 5 and 15 minutes.
 func loadavg(b *testing.B) string {
-	data, err := os.ReadFile("/proc/loadavg")
+	l, err := hostProc(b).LoadAvg()
 	require.NoError(b, err)
-	return strings.Join(strings.Fields(string(data))[:3], " ")
+	return fmt.Sprintf("%.2f %.2f %.2f", l.Load1, l.Load5, l.Load15)
 }
 
-// cpuTimes are the host's CPU times since boot, from /proc/stat's first
-// line: user, nice, system, idle, iowait, irq, softirq and steal, in clock
-// ticks (guest time, which follows, is counted in user already).
-func cpuTimes(b *testing.B) []uint64 {
-	data, err := os.ReadFile("/proc/stat")
+// cpuTimes are the host's CPU times since boot, from /proc/stat: all of them
+// (guest time is counted in user already) and those spent idle or waiting
+// for I/O, in seconds.
+func cpuTimes(b *testing.B) (total, idle float64) {
+	st, err := hostProc(b).Stat()
 	require.NoError(b, err)
-	line, _, _ := strings.Cut(string(data), "\n")
-	var ticks []uint64
-	for _, f := range strings.Fields(line)[1:9] {
-		n, err := strconv.ParseUint(f, 10, 64)
-		require.NoError(b, err)
-		ticks = append(ticks, n)
-	}
-	return ticks
+	c := st.CPUTotal
+	idle = c.Idle + c.Iowait
+	return c.User + c.Nice + c.System + idle + c.IRQ + c.SoftIRQ + c.Steal, idle
 }
 
 // cpuBusy is the share of the host's CPU time between two cpuTimes not
 // spent idle or waiting for I/O.
-func cpuBusy(before, after []uint64) float64 {
-	var total, idle uint64
-	for i := range after {
-		d := after[i] - before[i]
-		total += d
-		if i == 3 || i == 4 { // idle, iowait
-			idle += d
-		}
-	}
-	if total == 0 {
+func cpuBusy(totalBefore, idleBefore, totalAfter, idleAfter float64) float64 {
+	total := totalAfter - totalBefore
+	if total <= 0 {
 		return 0
 	}
-	return float64(total-idle) / float64(total)
+	return (total - (idleAfter - idleBefore)) / total
+}
+
+// hostProc is the host's /proc.
+func hostProc(b *testing.B) procfs.FS {
+	fs, err := procfs.NewDefaultFS()
+	require.NoError(b, err)
+	return fs
 }
 
 // gib is bytes in GiB.

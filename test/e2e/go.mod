@@ -10,6 +10,7 @@ require (
 	github.com/hostedcp/cluster-api-provider-hosted v0.0.0
 	github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster v0.0.0
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/prometheus/procfs v0.19.2
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.4.3
 	go.etcd.io/etcd/api/v3 v3.6.14
@@ -97,7 +98,6 @@ require (
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.5 // indirect
-	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/rs/xid v1.6.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
