@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -135,13 +136,39 @@ func namespace(t testing.TB, name string) string {
 			ctx := context.Background()
 			dumpControlPlanes(ctx, t, name)
 			dumpPods(ctx, t.Output())
-			dumpEvents(ctx, t.Output(), name)
-			dumpLogs(ctx, t.Output(), "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 60)
-			dumpLogs(ctx, t.Output(), "capi-system", "cluster.x-k8s.io/provider=cluster-api", 40)
+			w := failureLog(t, name)
+			defer w.Close()
+			dumpEvents(ctx, w, name)
+			dumpLogs(ctx, w, "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 200)
+			dumpLogs(ctx, w, "capi-system", "cluster.x-k8s.io/provider=cluster-api", 100)
 		}
 	})
 	return name
 }
+
+// failureLog is a file beside the local cluster's logs for what a failed
+// test would otherwise print at length: the test's output keeps to a few
+// lines, so that its assertion's message stays among its last lines (those
+// CI shows) rather than above hundreds of events and log lines.
+func failureLog(t testing.TB, name string) io.WriteCloser {
+	dir := filepath.Join(mgmt.LogDir(), "failures")
+	path := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+name+".log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("failure log: %v", err)
+		return nopCloser{t.Output()}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Logf("failure log: %v", err)
+		return nopCloser{t.Output()}
+	}
+	t.Logf("events and logs of %s: %s", name, path)
+	return f
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 func dumpControlPlanes(ctx context.Context, t testing.TB, ns string) {
 	classes, clusters, hcps := &clusterv1.ClusterClassList{}, &clusterv1.ClusterList{}, &v1alpha1.HostedControlPlaneList{}
@@ -172,10 +199,7 @@ func dumpPods(ctx context.Context, w io.Writer) {
 		if podReady(&p) {
 			continue
 		}
-		_, _ = fmt.Fprintf(w, "pod %s/%s %s\n", p.Namespace, p.Name, p.Status.Phase)
-		for _, s := range p.Status.ContainerStatuses {
-			_, _ = fmt.Fprintf(w, "  %s ready=%v restarts=%d %+v\n", s.Name, s.Ready, s.RestartCount, s.State)
-		}
+		_, _ = fmt.Fprintf(w, "pod %s/%s on %q %s%s\n", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, containerStates(p.Status.ContainerStatuses))
 	}
 }
 
@@ -210,6 +234,23 @@ func dumpLogs(ctx context.Context, w io.Writer, ns, selector string, lines int64
 		b, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
 		_, _ = fmt.Fprintf(w, "--- logs of %s/%s (%v)\n%s\n", ns, p.Name, err, b)
 	}
+}
+
+// containerStates is a line's worth of each container's readiness, restarts
+// and state.
+func containerStates(statuses []corev1.ContainerStatus) string {
+	var b strings.Builder
+	for _, s := range statuses {
+		state := "running"
+		switch {
+		case s.State.Waiting != nil:
+			state = "waiting " + s.State.Waiting.Reason + " " + s.State.Waiting.Message
+		case s.State.Terminated != nil:
+			state = fmt.Sprintf("terminated %s exit %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
+		}
+		fmt.Fprintf(&b, "; %s ready=%v restarts=%d %s", s.Name, s.Ready, s.RestartCount, strings.TrimSpace(state))
+	}
+	return b.String()
 }
 
 func podReady(p *corev1.Pod) bool {

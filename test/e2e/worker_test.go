@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -545,7 +546,7 @@ func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token st
 		Tarballs:   tarballs,
 	})
 	if err != nil {
-		dumpLogDir(t, filepath.Join(mgmt.LogDir(), "workers", nodeName))
+		dumpLogDir(t.Output(), filepath.Join(mgmt.LogDir(), "workers", nodeName))
 	}
 	require.NoError(t, err, "start worker %s", nodeName)
 	t.Logf("worker %s joined in %s (node IP %s)", nodeName, time.Since(start).Round(time.Second), w.NodeIP)
@@ -651,29 +652,33 @@ func execIn(ctx context.Context, cfg *rest.Config, hosted kubernetes.Interface, 
 }
 
 // dumpWorker prints what a failed worker test needs: the hosted cluster's
-// pods and nodes, and the worker's logs.
+// nodes and the pods that are not ready, and into the failure log the
+// worker's logs.
 func dumpWorker(t *testing.T, w *cluster.Worker, hosted kubernetes.Interface) {
 	ctx := context.Background()
 	if nodes, err := hosted.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, n := range nodes.Items {
-			for _, c := range n.Status.Conditions {
-				t.Logf("node %s: %s=%s %s: %s", n.Name, c.Type, c.Status, c.Reason, c.Message)
-			}
+			c := readyCondition(&n)
+			t.Logf("node %s: Ready=%s %s: %s", n.Name, c.Status, c.Reason, c.Message)
 		}
 	}
 	if pods, err := hosted.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pods.Items {
-			t.Logf("hosted pod %s/%s on %q: %s ready=%v %+v", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p), p.Status.ContainerStatuses)
+			if !podReady(&p) {
+				t.Logf("hosted pod %s/%s on %q: %s%s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, containerStates(p.Status.ContainerStatuses))
+			}
 		}
 	}
-	dumpLogDir(t, w.LogDir())
+	f := failureLog(t, filepath.Base(w.LogDir()))
+	defer f.Close()
+	dumpLogDir(f, w.LogDir())
 }
 
-// dumpLogDir prints the last lines of each log in dir.
-func dumpLogDir(t *testing.T, dir string) {
+// dumpLogDir writes the last lines of each log in dir.
+func dumpLogDir(w io.Writer, dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		tail, err := cluster.TailFile(filepath.Join(dir, e.Name()), 40)
-		t.Logf("--- %s (%v), last lines:\n%s", e.Name(), err, tail)
+		_, _ = fmt.Fprintf(w, "--- %s (%v), last lines:\n%s\n", e.Name(), err, tail)
 	}
 }

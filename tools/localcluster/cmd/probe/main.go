@@ -148,8 +148,10 @@ func fetch(ctx context.Context, url string, verbose bool) error {
 		return fmt.Errorf("no certificate in %s/ca.crt", serviceAccountDir)
 	}
 	// A connection per request, which a rotation may send to another API
-	// server or present with another certificate.
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	// server or present with another certificate. As long to answer as the
+	// tests' reader on the host waits (pollAPIServer): on two cores busy
+	// with the whole suite a request may take seconds without failing.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		DisableKeepAlives: true,
 	}}
