@@ -336,7 +336,8 @@ type Pod struct {
 type ScalablePod struct {
 	Pod `json:",inline"`
 
-	// replicas of the component. The controller picks a default when unset.
+	// replicas of the component. Unset, it is 2, but for the controller
+	// manager and the scheduler 1 when spec.replicas (the API servers) is 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=64
