@@ -32,8 +32,11 @@ const benchRuns = 3
 // tta_<stage>_s, each the median of its own), the time etcd plus
 // kube-apiserver take to start as plain processes on the same machine, their
 // ratio, and the resident memory of one idle hosted control plane's
-// containers, by component (hosted_cp_rss_mib_<component>) and summed.
-// Times are those a watch observes, not a poll.
+// containers, by component (hosted_cp_rss_mib_<component>) and summed;
+// the same of the smallest shape, one API server and one etcd member, as it
+// defaults (hosted_cp_1x1_rss_mib) and with two controller managers and two
+// schedulers (hosted_cp_1x1_two_controllers_rss_mib). Times are those a
+// watch observes, not a poll.
 func BenchmarkHostedControlPlane(b *testing.B) {
 	ns := namespace(b, "bench")
 	var timelines []*timeline
@@ -73,12 +76,33 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	fmt.Printf("BENCH time_to_available_s %.3f s\n", available)
 	fmt.Printf("BENCH bare_apiserver_start_s %.3f s\n", bareSeconds)
 	fmt.Printf("BENCH available_over_bare %.3f x\n", available/bareSeconds)
+	printRSS("hosted_cp_rss_mib", rss)
+
+	// The smallest shape, one API server and one etcd member, as it
+	// defaults (a controller manager and a scheduler) and with the two of
+	// each it had before that default.
+	for name, deployment := range map[string]string{
+		"hosted_cp_1x1_rss_mib":                 "",
+		"hosted_cp_1x1_two_controllers_rss_mib": "  deployment: {controllerManager: {replicas: 2}, scheduler: {replicas: 2}}\n",
+	} {
+		key := client.ObjectKey{Namespace: ns, Name: strings.ReplaceAll(strings.TrimSuffix(name, "_rss_mib"), "_", "-")}
+		apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 1, 1)+deployment)
+		require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
+		time.Sleep(30 * time.Second)
+		printRSS(name, controlPlaneRSS(b, ns, key.Name))
+		deleteClusters(b, key)
+	}
+}
+
+// printRSS prints a BENCH line of the resident memory of each component and
+// one of their sum.
+func printRSS(name string, rss map[string]float64) {
 	var total float64
 	for _, component := range slices.Sorted(maps.Keys(rss)) {
-		fmt.Printf("BENCH hosted_cp_rss_mib_%s %.3f MiB\n", component, rss[component])
+		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, rss[component])
 		total += rss[component]
 	}
-	fmt.Printf("BENCH hosted_cp_rss_mib %.3f MiB\n", total)
+	fmt.Printf("BENCH %s %.3f MiB\n", name, total)
 }
 
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
@@ -159,6 +183,7 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
 	for _, p := range pods.Items {
 		components["pod"+string(p.UID)] = p.Labels[contract.ComponentLabel]
 	}
+	proc := hostProc(b)
 	mib := map[string]float64{}
 	_ = filepath.WalkDir("/sys/fs/cgroup/memory", func(path string, d fs.DirEntry, err error) error {
 		component, ours := components[d.Name()]
@@ -171,26 +196,17 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
 			}
 			procs, _ := os.ReadFile(p)
 			for _, pid := range strings.Fields(string(procs)) {
-				mib[component] += float64(vmRSS(pid)) / 1024
+				n, _ := strconv.Atoi(pid)
+				// A process gone meanwhile holds nothing.
+				if p, err := proc.Proc(n); err == nil {
+					if status, err := p.NewStatus(); err == nil {
+						mib[component] += float64(status.VmRSS) / (1 << 20)
+					}
+				}
 			}
 			return nil
 		})
 		return fs.SkipDir
 	})
 	return mib
-}
-
-// vmRSS is a process's resident set in KiB.
-func vmRSS(pid string) int64 {
-	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	return 0
 }
