@@ -81,15 +81,15 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	// The smallest shape, one API server and one etcd member, as it
 	// defaults (a controller manager and a scheduler) and with the two of
 	// each it had before that default.
-	for name, deployment := range map[string]string{
-		"hosted_cp_1x1_rss_mib":                 "",
-		"hosted_cp_1x1_two_controllers_rss_mib": "  deployment: {controllerManager: {replicas: 2}, scheduler: {replicas: 2}}\n",
+	for _, shape := range []struct{ name, deployment string }{
+		{"hosted_cp_1x1_rss_mib", ""},
+		{"hosted_cp_1x1_two_controllers_rss_mib", "  deployment: {controllerManager: {replicas: 2}, scheduler: {replicas: 2}}\n"},
 	} {
-		key := client.ObjectKey{Namespace: ns, Name: strings.ReplaceAll(strings.TrimSuffix(name, "_rss_mib"), "_", "-")}
-		apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 1, 1)+deployment)
+		key := client.ObjectKey{Namespace: ns, Name: strings.ReplaceAll(strings.TrimSuffix(shape.name, "_rss_mib"), "_", "-")}
+		apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 1, 1)+shape.deployment)
 		require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
 		time.Sleep(30 * time.Second)
-		printRSS(name, controlPlaneRSS(b, ns, key.Name))
+		printRSS(shape.name, controlPlaneRSS(b, ns, key.Name))
 		deleteClusters(b, key)
 	}
 }
