@@ -161,15 +161,15 @@ func controllerDeployment(in render.Input, component, name string, spec v1alpha1
 	pod.Containers = []corev1.Container{c}
 	pod = render.HardenedPod(pod, spec.PriorityClassName)
 
-	return in.Deployment(name, component, in.Stoppable(ControllerReplicas(in.ControlPlane, spec)), in.Labels(component), pod)
+	return in.Deployment(name, component, in.Stoppable(controllerReplicas(in.ControlPlane, spec)), in.Labels(component), pod)
 }
 
-// ControllerReplicas is how many controller managers or schedulers run:
+// controllerReplicas is how many controller managers or schedulers run:
 // spec's replicas, or when unset two, but one beside a single API server.
 // A second one only stands by for the lease, and what it would spare, a new
 // pod's start after its node is lost, does not matter where the lone API
 // server is lost with it.
-func ControllerReplicas(cp *v1alpha1.HostedControlPlane, spec v1alpha1.ScalablePod) int32 {
+func controllerReplicas(cp *v1alpha1.HostedControlPlane, spec v1alpha1.ScalablePod) int32 {
 	if spec.Replicas != nil {
 		return *spec.Replicas
 	}

@@ -103,9 +103,9 @@ func BenchmarkIdleDensity(b *testing.B) {
 		require.NoError(b, err, "BENCH_IDLE_MAX")
 	}
 	ns := namespace(b, "bench-idle")
-	idle := &idleFleet{ns: ns, memStart: meminfo(b, "MemAvailable")}
+	idle := &idleFleet{ns: ns, memStart: memAvailable(b)}
 	reason := idle.grow(b, limit)
-	memAvailable, load := meminfo(b, "MemAvailable"), loadavg(b)
+	mem, load := meminfo(b), loadavg(b)
 	var rss float64
 	for _, key := range idle.keys[:idle.held] {
 		for _, mib := range controlPlaneRSS(b, ns, key.Name) {
@@ -115,7 +115,7 @@ func BenchmarkIdleDensity(b *testing.B) {
 	fmt.Printf("BENCH idle_control_planes_per_host %d control-planes\n", idle.held)
 	fmt.Printf("  stopped: %s\n", reason)
 	fmt.Printf("  host with %d control planes created: MemTotal %.1f GiB, MemAvailable %.1f GiB (%.1f GiB before the first), load averages %s\n",
-		len(idle.keys), gib(meminfo(b, "MemTotal")), gib(memAvailable), gib(idle.memStart), load)
+		len(idle.keys), gib(*mem.MemTotalBytes), gib(*mem.MemAvailableBytes), gib(idle.memStart), load)
 	if idle.held > 0 {
 		fmt.Printf("  each control plane held has containers of %.0f MiB resident on average\n", rss/float64(idle.held))
 	}
@@ -146,7 +146,7 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 			return fmt.Sprintf("at the cap BENCH_IDLE_MAX=%d (a lower bound)", limit)
 		}
 		n := min(idleBatch, limit-f.held)
-		avail := int64(meminfo(b, "MemAvailable"))
+		avail := int64(memAvailable(b))
 		var each int64 // what each control plane so far took
 		if f.held > 0 {
 			each = max(int64(f.memStart)-avail, 0) / int64(f.held)
@@ -166,10 +166,9 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 			require.NoError(b, err)
 			f.hosted = append(f.hosted, hosted)
 		}
-		totalBefore, idleBefore := cpuTimes(b)
+		before := cpuTimes(b)
 		time.Sleep(idleSettle)
-		totalAfter, idleAfter := cpuTimes(b)
-		busy := cpuBusy(totalBefore, idleBefore, totalAfter, idleAfter)
+		busy := cpuTimes(b).busySince(before)
 		for i, hosted := range f.hosted {
 			if err := answers(b.Context(), f.keys[i], hosted); err != nil {
 				return fmt.Sprintf("control plane %s stopped answering at %d: %v", f.keys[i].Name, len(f.hosted), err)
@@ -177,7 +176,7 @@ func (f *idleFleet) grow(b *testing.B, limit int) string {
 		}
 		f.held = len(f.hosted)
 		fmt.Printf("  idle: %d control planes answering at %s, CPU %.0f%% busy over the idle minute, MemAvailable %.1f GiB, load averages %s\n",
-			f.held, time.Since(start).Round(time.Second), 100*busy, gib(meminfo(b, "MemAvailable")), loadavg(b))
+			f.held, time.Since(start).Round(time.Second), 100*busy, gib(memAvailable(b)), loadavg(b))
 	}
 }
 
@@ -207,15 +206,15 @@ func answers(ctx context.Context, key client.ObjectKey, hosted *kubernetes.Clien
 	}, nil)
 }
 
-// meminfo is a field of the host's /proc/meminfo ("MemAvailable" or
-// "MemTotal"), in bytes.
-func meminfo(b *testing.B, field string) uint64 {
+// meminfo is the host's /proc/meminfo.
+func meminfo(b *testing.B) procfs.Meminfo {
 	mi, err := hostProc(b).Meminfo()
 	require.NoError(b, err)
-	v := map[string]*uint64{"MemAvailable": mi.MemAvailableBytes, "MemTotal": mi.MemTotalBytes}[field]
-	require.NotNil(b, v, "%s in /proc/meminfo", field)
-	return *v
+	return mi
 }
+
+// memAvailable is the host's MemAvailable, in bytes.
+func memAvailable(b *testing.B) uint64 { return *meminfo(b).MemAvailableBytes }
 
 // loadavg is the host's load averages over 1, 5 and 15 minutes.
 func loadavg(b *testing.B) string {
@@ -224,25 +223,27 @@ func loadavg(b *testing.B) string {
 	return fmt.Sprintf("%.2f %.2f %.2f", l.Load1, l.Load5, l.Load15)
 }
 
-// cpuTimes are the host's CPU times since boot, from /proc/stat: all of them
-// (guest time is counted in user already) and those spent idle or waiting
-// for I/O, in seconds.
-func cpuTimes(b *testing.B) (total, idle float64) {
+// cpuTime is the host's CPU time since boot, from /proc/stat, in seconds:
+// all of it (guest time is counted in user already) and that spent idle or
+// waiting for I/O.
+type cpuTime struct{ total, idle float64 }
+
+func cpuTimes(b *testing.B) cpuTime {
 	st, err := hostProc(b).Stat()
 	require.NoError(b, err)
 	c := st.CPUTotal
-	idle = c.Idle + c.Iowait
-	return c.User + c.Nice + c.System + idle + c.IRQ + c.SoftIRQ + c.Steal, idle
+	idle := c.Idle + c.Iowait
+	return cpuTime{total: c.User + c.Nice + c.System + idle + c.IRQ + c.SoftIRQ + c.Steal, idle: idle}
 }
 
-// cpuBusy is the share of the host's CPU time between two cpuTimes not
-// spent idle or waiting for I/O.
-func cpuBusy(totalBefore, idleBefore, totalAfter, idleAfter float64) float64 {
-	total := totalAfter - totalBefore
+// busySince is the share of the host's CPU time since before not spent idle
+// or waiting for I/O.
+func (after cpuTime) busySince(before cpuTime) float64 {
+	total := after.total - before.total
 	if total <= 0 {
 		return 0
 	}
-	return (total - (idleAfter - idleBefore)) / total
+	return (total - (after.idle - before.idle)) / total
 }
 
 // hostProc is the host's /proc.
