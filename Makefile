@@ -137,13 +137,13 @@ test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs
 
 .PHONY: unit
 unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
-	go test -v ./api/... ./internal/... ./cmd/... 2>&1 | tee $(BIN)/unit.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit.log | head -200; exit 1)
+	go test -v ./api/... ./internal/... ./cmd/... ./test/slots/... 2>&1 | tee $(BIN)/unit.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit.log | head -200; exit 1)
 	cd tools/localcluster && CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) go test -v ./... 2>&1 | tee $(BIN)/unit-localcluster.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-localcluster.log | head -200; exit 1)
 	cd tools/metricscheck && go test -v ./... 2>&1 | tee $(BIN)/unit-metricscheck.log | grep -E '^(--- FAIL|ok|FAIL|panic)' || (grep -E -B25 -- '--- FAIL|^panic:' $(BIN)/unit-metricscheck.log | head -200; exit 1)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
-	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (hack/failures.sh $(BIN)/envtest.log 80; exit 1)
+	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -parallel 8 -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (hack/failures.sh $(BIN)/envtest.log 80; exit 1)
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).

@@ -24,6 +24,7 @@ import (
 
 // Manifests users already have must apply unchanged and mean what they say.
 func TestExistingManifestsApplyUnchanged(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	for name, text := range map[string]string{
 		"replicas": `
@@ -106,6 +107,7 @@ spec:
 }
 
 func TestDefaulting(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	_, err := create(t, ns, `
 apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
@@ -143,6 +145,7 @@ spec: {template: {spec: {}}}`)
 }
 
 func TestRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	hcp := func(spec string) string {
 		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlane\nmetadata: {name: bad}\nspec: " + spec
@@ -374,6 +377,7 @@ func base(ns, name string) *v1alpha1.HostedControlPlane {
 }
 
 func TestRejectsBadUpdates(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	for name, tc := range map[string]struct {
 		change func(*v1alpha1.HostedControlPlane)
@@ -505,6 +509,7 @@ func TestRejectsBadUpdates(t *testing.T) {
 }
 
 func TestAllowedUpdates(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := testContext(t)
 	hcp := base(ns, "allowed")
@@ -542,6 +547,7 @@ func TestAllowedUpdates(t *testing.T) {
 // fills in the node port once the Service has one. From then on each part
 // stays as it is.
 func TestNodePortEndpointIsFilledPartByPart(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	hcp := base(namespace(t), "nodeport")
 	hcp.Spec.Gateway = nil
@@ -586,6 +592,7 @@ func (w *warnings) take() []string {
 // Args that weaken security are allowed, and the client that sets them is
 // told why they are a risk, on create and on the update that adds them.
 func TestWarningsReachTheClient(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	recorder := &warnings{}
 	cfg := rest.CopyConfig(env.Config)

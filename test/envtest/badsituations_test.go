@@ -58,6 +58,7 @@ func hasEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) {
 // A missing Gateway, then one without a wildcard TLS passthrough listener,
 // each get a condition and an event; a proper Gateway is then used.
 func TestGatewayProblems(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "gw", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -105,6 +106,7 @@ func TestGatewayProblems(t *testing.T) {
 // condition, Available false saying why, and one event however often the
 // pass is retried, until the network is set.
 func TestClusterWithoutNetwork(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nonet"}}
 	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: "nonet"}
@@ -131,6 +133,7 @@ func TestClusterWithoutNetwork(t *testing.T) {
 // An object of a name the control plane needs that someone else created is
 // never taken over: a condition and an event say so until it is gone.
 func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-apiserver", Labels: map[string]string{"owner": "someone-else"}}}
 	theirs.Spec.Ports = []corev1.ServicePort{{Name: "web", Port: 80}}

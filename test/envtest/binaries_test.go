@@ -20,19 +20,28 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/settings"
 )
 
-const leaseName = "hosted-control-plane-controller.controlplane.cluster.x-k8s.io"
+// leaseOf is the leader lease of a controller that serves namespace ns
+// alone, in ns.
+func leaseOf(ns string) client.ObjectKey {
+	return client.ObjectKey{Namespace: ns, Name: settings.Controller{Namespaces: []string{ns}}.LeaderElectionID()}
+}
 
 // A second controller takes the leader lease, serves health and metrics, and
-// on SIGTERM releases the lease and exits 0.
+// on SIGTERM releases the lease and exits 0. It serves its own namespace
+// alone, so that the other tests' control planes stay the shared
+// controller's.
 func TestControllerStartsAndStops(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	p := []int{freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/controller", t.TempDir())
 	require.NoError(t, err)
 	proc, err := StartProcess(bin, []string{
-		"KUBECONFIG=" + env.Kubeconfig, "CONTROLLER_NAMESPACE=" + ns, "LEADER_ELECTION=true",
+		"KUBECONFIG=" + env.Kubeconfig, "CONTROLLER_NAMESPACE=" + ns, "WATCH_NAMESPACES=" + ns, "LEADER_ELECTION=true",
 		"ENABLE_WEBHOOKS=false", "LOG_FORMAT=json", "LOG_LEVEL=debug",
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", p[0]),
 	}, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]))
@@ -46,12 +55,12 @@ func TestControllerStartsAndStops(t *testing.T) {
 
 	lease := &coordinationv1.Lease{}
 	require.Eventually(t, func() bool {
-		err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: leaseName}, lease)
+		err := env.Client.Get(testContext(t), leaseOf(ns), lease)
 		return err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != ""
 	}, time.Minute, 200*time.Millisecond, "the controller takes the leader lease in CONTROLLER_NAMESPACE")
 
 	require.NoError(t, proc.Stop(30*time.Second), "exit status 0 after SIGTERM")
-	require.NoError(t, env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: leaseName}, lease))
+	require.NoError(t, env.Client.Get(testContext(t), leaseOf(ns), lease))
 	assert.Empty(t, ptr.Deref(lease.Spec.HolderIdentity, ""), "the lease is released for the next replica")
 	assert.Contains(t, proc.Output(), `"msg":"controller stopped"`, "logs are JSON as LOG_FORMAT says")
 }
@@ -59,6 +68,7 @@ func TestControllerStartsAndStops(t *testing.T) {
 // Bad configuration ends the process at once with status 2 and a message
 // naming each bad setting.
 func TestBinariesRejectBadConfiguration(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		pkg  string
@@ -114,8 +124,10 @@ func TestBinariesRejectBadConfiguration(t *testing.T) {
 // Like every controller-runtime manager, both binaries take --kubeconfig.
 // With no KUBECONFIG, no service account and no ~/.kube/config, the
 // controller fails to find an API server, and given only --kubeconfig it
-// takes its leader lease there.
+// takes its leader lease there (serving that namespace alone, as in
+// TestControllerStartsAndStops).
 func TestBinariesTakeKubeconfigFlag(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	nowhere := []string{"KUBECONFIG=", "HOME=" + dir, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}
 	bin, err := Build(env.Root, "./cmd/controller", dir)
@@ -134,13 +146,13 @@ func TestBinariesTakeKubeconfigFlag(t *testing.T) {
 	ns := namespace(t)
 	health := freePort(t)
 	proc, err := StartProcess(bin, append(append(nowhere, quiet...), fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health)),
-		"--kubeconfig", env.Kubeconfig, "--controller-namespace", ns)
+		"--kubeconfig", env.Kubeconfig, "--controller-namespace", ns, "--namespaces", ns)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
 	require.NoError(t, proc.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", health), time.Minute))
 	lease := &coordinationv1.Lease{}
 	require.Eventually(t, func() bool {
-		err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: leaseName}, lease)
+		err := env.Client.Get(testContext(t), leaseOf(ns), lease)
 		return err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != ""
 	}, time.Minute, 200*time.Millisecond, "the controller reaches the API server of --kubeconfig and takes its lease; output:\n%s", proc.Output())
 	require.NoError(t, proc.Stop(30*time.Second), "exit status 0 after SIGTERM")
@@ -159,6 +171,7 @@ func TestBinariesTakeKubeconfigFlag(t *testing.T) {
 
 // The extension serves Runtime SDK discovery over TLS and stops cleanly.
 func TestExtensionServesDiscovery(t *testing.T) {
+	t.Parallel()
 	p := []int{freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/extension", t.TempDir())
 	require.NoError(t, err)

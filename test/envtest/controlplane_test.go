@@ -34,7 +34,8 @@ import (
 // A Cluster and its HostedControlPlane lead to every management-side object,
 // issued certificates, a working kubeconfig and, once a real API server runs
 // with what was rendered, an Available control plane; a pass over it then
-// writes nothing.
+// writes nothing. Not parallel: it waits until the whole controller is
+// quiet (waitQuiet) and counts every write it makes.
 func TestControlPlaneComesUp(t *testing.T) {
 	ns := namespace(t)
 	port := freePort(t)

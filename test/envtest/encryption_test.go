@@ -35,6 +35,8 @@ const plaintextSecrets = 2*encryption.PageSize + 50
 // counting them, until etcd holds none in clear; each reads back unchanged,
 // and what is written afterwards is encrypted at once.
 func TestEncryptionAtRest(t *testing.T) {
+	t.Parallel()
+	hosted(t)
 	ctx := testContext(t)
 	port := freePort(t)
 	cluster, hcp := readyControlPlane(t, "crypt", "v1.36.3", func(h *v1alpha1.HostedControlPlane) {
@@ -50,6 +52,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
 	require.NoError(t, err)
 	cfg.QPS, cfg.Burst = 200, 200
+	waitAnswers(t, cfg)
 	workload, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	require.NoError(t, err)
 	planted := "planted-" + strings.Repeat("x", 8)

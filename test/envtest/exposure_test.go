@@ -46,6 +46,7 @@ func nodePort(t *testing.T, ns, name string) int32 {
 // given: on a node's address when the user named no host (waiting, and
 // saying so, while no node is ready), or on the user's host and node port.
 func TestNodePortEndpoint(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "np", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
@@ -66,15 +67,38 @@ func TestNodePortEndpoint(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("served at https://192.0.2.7:%d", port), c.Message)
 	assert.Equal(t, port, nodePort(t, ns, "np-apiserver"), "the recorded node port stays the Service's")
 
+	asked := unusedNodePort(t)
 	own := newControlPlane(t, newCluster(t, ns, "np-own", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}
-		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}
+		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "api.example.com", Port: asked}
 	})
 	waitFor(t, "the node port the user asked for", func() error {
-		if p := nodePort(t, ns, "np-own-apiserver"); p != 31443 {
+		if p := nodePort(t, ns, "np-own-apiserver"); p != asked {
 			return fmt.Errorf("node port %d", p)
 		}
 		return nil
 	})
-	assert.Equal(t, clusterv1.APIEndpoint{Host: "api.example.com", Port: 31443}, endpointOf(t, own))
+	assert.Equal(t, clusterv1.APIEndpoint{Host: "api.example.com", Port: asked}, endpointOf(t, own))
+}
+
+// unusedNodePort is a port of the API server's node port range that no
+// Service holds: the other tests' Services (LoadBalancer ones too) are
+// given node ports at random meanwhile, and a port taken is refused.
+func unusedNodePort(t *testing.T) int32 {
+	t.Helper()
+	services := &corev1.ServiceList{}
+	require.NoError(t, env.Client.List(testContext(t), services))
+	used := map[int32]bool{}
+	for _, svc := range services.Items {
+		for _, p := range svc.Spec.Ports {
+			used[p.NodePort] = true
+		}
+	}
+	for p := int32(31443); p < 32768; p++ {
+		if !used[p] {
+			return p
+		}
+	}
+	t.Fatal("every node port is taken")
+	return 0
 }

@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,13 +15,39 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 )
 
-// namespace creates a namespace for one test.
+// namespace creates a namespace for one test. When the test fails, the
+// conditions of its control planes and the end of the shared controller's
+// log about it are logged: tests run side by side, and the rest of that log
+// is theirs.
 func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
-	require.NoError(t, env.Client.Create(testContext(t), ns))
+	c := env.Client
+	require.NoError(t, c.Create(testContext(t), ns))
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		hcps := &v1alpha1.HostedControlPlaneList{}
+		if err := c.List(context.Background(), hcps, client.InNamespace(ns.Name)); err == nil {
+			for _, h := range hcps.Items {
+				for _, cond := range h.Status.Conditions {
+					t.Logf("%s: %s=%s %s: %.300s", h.Name, cond.Type, cond.Status, cond.Reason, cond.Message)
+				}
+			}
+		}
+		var lines []string
+		for _, line := range strings.Split(controller.Output(), "\n") {
+			if strings.Contains(line, ns.Name) {
+				lines = append(lines, line)
+			}
+		}
+		t.Logf("the controller's log of %s:\n%s", ns.Name, tail(strings.Join(lines, "\n")))
+	})
 	return ns.Name
 }
 

@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
@@ -137,6 +139,19 @@ func (h *hostedEtcd) startAPIServerIn(t testing.TB, dir string, port int, drop f
 		}
 	}
 	return apiserver, audit["audit-log-path"]
+}
+
+// waitAnswers waits until the API server cfg reaches answers /readyz: it
+// listens before it serves, and on a busy machine a TLS handshake meanwhile
+// may take longer than a client waits for it.
+func waitAnswers(t testing.TB, cfg *rest.Config) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	waitFor(t, "the API server answers /readyz", func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(testContext(t))
+		return err
+	})
 }
 
 // servers is the API servers' --etcd-servers.

@@ -1,7 +1,6 @@
 package envtest
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,6 +29,7 @@ var CiliumCRDs = ModuleCRDs{"github.com/cilium/cilium@v1.20.2", "pkg/k8s/apis/ci
 // CRDs stay installed for the tests that follow, which is what a cluster
 // that runs Cilium looks like.
 func TestNetworkPoliciesWithCilium(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, env.InstallCRDs(CiliumCRDs))
 	// The controller starts watching the kind at most 10s after it appears,
 	// in a pass; a control plane created meanwhile is passed over again.
@@ -40,18 +40,6 @@ func TestNetworkPoliciesWithCilium(t *testing.T) {
 		h.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 1}
 	})
 
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, line := range strings.Split(controller.Output(), "\n") {
-				if strings.Contains(line, ns) {
-					t.Log(line)
-				}
-			}
-			current := &v1alpha1.HostedControlPlane{}
-			_ = env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), current)
-			t.Logf("conditions: %+v", current.Status.Conditions)
-		}
-	})
 	checkPolicies(t, ns, "cilium-etcd", "etcd")
 	rollOutStatefulSet(t, ns, "cilium-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
@@ -87,6 +75,7 @@ func checkPolicies(t *testing.T, ns, name, component string) {
 // The management API server's addresses the controller leaves out of hosted
 // pods' egress are the kubernetes Service's ClusterIP and its endpoints'.
 func TestManagementAPIServerAddresses(t *testing.T) {
+	t.Parallel()
 	got, err := hcpcontroller.ManagementAPIServer(testContext(t), env.Client)
 	require.NoError(t, err)
 	svc := get(t, &corev1.Service{}, corev1.NamespaceDefault, "kubernetes")

@@ -268,6 +268,7 @@ func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
 // object it would move, then fails: every control plane carries it, with
 // why it cannot be moved and how to move it instead.
 func TestClusterctlMoveIsBlocked(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "unmovable", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}

@@ -4,10 +4,21 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 )
 
+// Tests call t.Parallel unless they change what every test shares (env, the
+// shared controller's settings or binary), run a second controller that
+// serves every namespace of env, or wait until the whole controller is
+// quiet: go test runs those first, one at a time, and then the others side
+// by side, as many as -parallel (make envtest sets it; each test has a
+// namespace of its own). Of those, the ones that run hosted API servers and
+// etcd members as processes take one of hostedSlots first (hosted).
+//
 // env is the API server every test in this package shares; controller is the
 // real cmd/controller binary serving the admission webhooks it calls; and
 // cert-manager's controllers run in this process against env, issuing what
@@ -58,6 +69,28 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintf(os.Stderr, "controller did not stop cleanly: %.300s\n", err)
 	}
 	return code
+}
+
+// hostedSlots are as many as the machine has CPUs: a hosted API server
+// takes most of one while it starts and while a rotation rolls it, and more
+// of them at once leave the shared API server and the controller too little
+// to answer within the tests' timeouts. The longest go first.
+var hostedSlots = slots.New(fmt.Sprintf("one of the %d slots for hosted API servers", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), []string{
+	"TestEmergencyRotation",                        // 230-270 s alone
+	"TestEncryptionKeyRotation",                    // 110 s
+	"TestServiceAccountKeyRotation",                // 80 s
+	"TestEncryptionAtRest",                         // 80 s
+	"TestManagementServiceAccounts",                // 60 s
+	"TestMetricsDashboardAndAlerts",                // 40 s
+	"TestKubernetesServiceBehindALoadBalancerName", // 25 s
+})
+
+// hosted waits for one of hostedSlots, which the test holds until it ends;
+// a test that runs hosted API servers or etcd members calls it right after
+// t.Parallel, before any of its timeouts start.
+func hosted(t *testing.T) {
+	t.Helper()
+	hostedSlots.Acquire(t)
 }
 
 // testContext bounds each test's API calls.

@@ -145,6 +145,7 @@ func hasRepairEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, what string)
 // workers need to join and the core add-ons; it heals deletions and edits,
 // writes nothing while nothing changed, removes kube-proxy when disabled and
 // upgrades the add-ons only once the control plane runs the new version.
+// Not parallel: it waits until the whole controller is quiet (waitQuiet).
 func TestWorkloadCluster(t *testing.T) {
 	_, hcp, w := startWorkloadCluster(t, "work", "v1.35.2")
 	waitCondition(t, hcp, v1alpha1.NodeJoinReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)

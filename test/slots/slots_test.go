@@ -1,0 +1,65 @@
+package slots
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Tests released together start longest first, as many at once as there
+// are slots, and the next starts only once one has ended.
+func TestLongestFirst(t *testing.T) {
+	s := New("one of 2 slots", 2, []string{"TestLongest", "TestLonger"})
+	var (
+		mu      sync.Mutex
+		started []string
+		running int
+		most    int
+	)
+	var wg sync.WaitGroup
+	for _, name := range []string{"TestShort", "TestLonger", "TestOther", "TestLongest"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tt := &fakeT{name: name}
+			s.Acquire(tt)
+			mu.Lock()
+			started = append(started, name)
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			tt.end()
+		}()
+		time.Sleep(10 * time.Millisecond) // released one after another, within settle
+	}
+	wg.Wait()
+	assert.ElementsMatch(t, []string{"TestLongest", "TestLonger"}, started[:2], "the two ranked first start first")
+	assert.ElementsMatch(t, []string{"TestShort", "TestOther"}, started[2:])
+	assert.Equal(t, 2, most, "never more at once than slots")
+}
+
+// fakeT is the part of testing.TB Acquire uses, for tests of its own
+// released as goroutines.
+type fakeT struct {
+	testing.TB
+	name     string
+	cleanups []func()
+	logs     []string
+}
+
+func (f *fakeT) Name() string                 { return f.name }
+func (f *fakeT) Cleanup(fn func())            { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeT) Logf(format string, a ...any) { f.logs = append(f.logs, fmt.Sprintf(format, a...)) }
+
+func (f *fakeT) end() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+}
