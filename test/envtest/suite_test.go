@@ -74,7 +74,8 @@ func run(m *testing.M) (code int) {
 // hostedSlots are as many as the machine has CPUs: a hosted API server
 // takes most of one while it starts and while a rotation rolls it, and more
 // of them at once leave the shared API server and the controller too little
-// to answer within the tests' timeouts. The longest go first.
+// to answer within the tests' timeouts. Of those go test has released
+// (-parallel bounds them), the longest go first.
 var hostedSlots = slots.New(fmt.Sprintf("one of the %d slots for hosted API servers", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), []string{
 	"TestEmergencyRotation",                        // 230-270 s alone
 	"TestEncryptionKeyRotation",                    // 110 s
