@@ -11,7 +11,7 @@ for log in "$@"; do
   # slot (test/slots: every end-to-end test, and the envtests that run hosted
   # API servers) counts the wait in its time: it is taken off.
   {
-    sed -nE 's/.*slots(_test)?\.go:[0-9]+: ([^ ]+) waited ([0-9]+) s for .*/wait \2 \3/p' "$log"
+    sed -nE 's/.*slots\.go:[0-9]+: ([^ ]+) waited ([0-9]+) s for .*/wait \1 \2/p' "$log"
     sed -nE 's/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\3 \1 \2/p' "$log"
   } | awk -v s="$suite" '$1 == "wait" { wait[$2] = $3; next } {printf "%10.1fs  %-4s %-17s %s\n", $1 - wait[$3], $2, s, $3}'
 done | sort -rn | head -40

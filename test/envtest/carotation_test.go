@@ -83,7 +83,6 @@ import (
 // signature); then it goes on, long before the year of the certificates'
 // lifetime.
 func TestEmergencyRotation(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	const name = "emerg"
 	ports := []int{freePort(t), freePort(t)}

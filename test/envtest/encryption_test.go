@@ -35,7 +35,6 @@ const plaintextSecrets = 2*encryption.PageSize + 50
 // counting them, until etcd holds none in clear; each reads back unchanged,
 // and what is written afterwards is encrypted at once.
 func TestEncryptionAtRest(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	ctx := testContext(t)
 	port := freePort(t)

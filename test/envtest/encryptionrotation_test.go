@@ -38,7 +38,6 @@ const rotatedSecrets = 30
 // and kubelet would: the API server process restarts with the new
 // configuration, a pod of the new template replaces the old one.
 func TestEncryptionKeyRotation(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	port := freePort(t)
 	cluster, hcp := readyControlPlane(t, "erot", "v1.36.3", func(h *v1alpha1.HostedControlPlane) {

@@ -29,7 +29,6 @@ import (
 // server the test runs, so the controller's ClusterCache reaches the
 // workload cluster through it too.
 func TestKubernetesServiceBehindALoadBalancerName(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	ns, name, port := namespace(t), "lbname", freePort(t)
 	cluster := newCluster(t, ns, name, int32(port))

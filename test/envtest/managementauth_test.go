@@ -58,7 +58,6 @@ import (
 // them in another namespace and used only once a ReferenceGrant there
 // allows it.
 func TestManagementServiceAccounts(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	ctx := testContext(t)
 	sso := startOIDCIssuer(t)

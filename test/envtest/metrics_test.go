@@ -99,7 +99,6 @@ func value(f map[string]*dto.MetricFamily, name string, want map[string]string) 
 // (tools/metricscheck): none reads a metric or label value that is not
 // there.
 func TestMetricsDashboardAndAlerts(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	ctx := testContext(t)
 	code, _, err := Scrape(ctx, controller.MetricsURL, "")

@@ -46,7 +46,6 @@ import (
 // test ends it once it saw the phase wait, with the
 // drop-old-service-account-key annotation, as a user may.
 func TestServiceAccountKeyRotation(t *testing.T) {
-	t.Parallel()
 	hosted(t)
 	port := freePort(t)
 	_, hcp := readyControlPlane(t, "sakey", "v1.36.3", func(h *v1alpha1.HostedControlPlane) {

@@ -86,11 +86,12 @@ var hostedSlots = slots.New(fmt.Sprintf("one of the %d slots for hosted API serv
 	"TestKubernetesServiceBehindALoadBalancerName", // 25 s
 })
 
-// hosted waits for one of hostedSlots, which the test holds until it ends;
-// a test that runs hosted API servers or etcd members calls it right after
-// t.Parallel, before any of its timeouts start.
+// hosted is t.Parallel, after which t waits for one of hostedSlots, which it
+// holds until it ends; a test that runs hosted API servers or etcd members
+// calls it first, before any of its timeouts start.
 func hosted(t *testing.T) {
 	t.Helper()
+	t.Parallel()
 	hostedSlots.Acquire(t)
 }
 

@@ -11,7 +11,6 @@ import (
 // longestFirst. It is safe for concurrent use.
 type Slots struct {
 	what         string
-	total        int
 	longestFirst []string
 
 	mu      sync.Mutex
@@ -33,7 +32,7 @@ const settle = time.Second
 // has one ("one of the suite's 2 slots"). longestFirst names tests longest
 // first, and one not named comes after them.
 func New(what string, total int, longestFirst []string) *Slots {
-	return &Slots{what: what, total: max(total, 1), free: max(total, 1), longestFirst: longestFirst}
+	return &Slots{what: what, free: max(total, 1), longestFirst: longestFirst}
 }
 
 // Acquire waits for a slot, which t gives back when it ends. It logs how
