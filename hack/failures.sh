@@ -1,22 +1,55 @@
 #!/usr/bin/env bash
 # Prints, for each top-level test that failed in the verbose go test log
 # given, the last lines its own code logged (file:line messages and what
-# follows them, without klog's lines) and its FAIL line, then the log's FAIL
-# and panic lines, so that the tail of a long output still shows why.
+# follows them, without klog's lines) and its FAIL line. Then, so that the
+# tail of a long output still shows why, each failed test that has no
+# failed subtest of its own (where the failure is) with the last lines it
+# logged itself and its assertions' messages, and the log's FAIL and panic
+# lines.
 set -euo pipefail
 log=$1
 lines=${2:-60}
-awk -v n="$lines" '
-  /^=== (RUN|CONT|PAUSE|NAME) +/ { split($3, part, "/"); test = part[1]; next }
+awk -v n="$lines" -v why=12 '
+  /^=== (RUN|CONT|PAUSE|NAME) +/ { full = $3; split(full, part, "/"); test = part[1]; next }
   /^ *[EIW][0-9][0-9][0-9][0-9] / { next }
-  /^--- FAIL: / {
+  /^ *--- FAIL: / {
     name = $3
+    failed[++nfailed] = name
+    result[name] = $0
+    sub(/^ +/, "", result[name])
+    if ($0 !~ /^--- /) next
     printf "\n=== what %s logged last (up to %d lines):\n", name, n
     start = count[name] > n ? count[name] - n : 0
     for (i = start; i < count[name]; i++) print buf[name, i % n]
     print
     next
   }
-  test != "" { buf[test, count[test] % n] = $0; count[test]++ }
+  /^ *--- (PASS|SKIP): / { next }
+  test != "" {
+    buf[test, count[test] % n] = $0; count[test]++
+    # A testify assertion: its Error, Test and Messages lines and what
+    # continues them (up to 20 lines), without the trace.
+    if ($0 ~ /\tError Trace:\t/) { block[full] = "trace"; next }
+    if (block[full] == "trace" && $0 ~ /\tError:/) block[full] = "error"
+    if (block[full] != "" && $0 ~ /^ +\t/) {
+      if (block[full] == "error" && asserted[full]++ < 20) assertion[full] = assertion[full] "\n" $0
+      next
+    }
+    block[full] = ""
+    own[full, owncount[full] % why] = $0; owncount[full]++
+  }
+  END {
+    if (nfailed == 0) exit
+    print "\n=== where it failed: each failed test without a failed subtest, its last lines and assertions"
+    for (i = 1; i <= nfailed; i++) {
+      name = failed[i]; leaf = 1
+      for (j = 1; j <= nfailed; j++) if (index(failed[j], name "/") == 1) leaf = 0
+      if (!leaf) continue
+      print "\n" result[name]
+      start = owncount[name] > why ? owncount[name] - why : 0
+      for (k = start; k < owncount[name]; k++) print own[name, k % why]
+      if (assertion[name] != "") print "  assertions:" assertion[name]
+    }
+  }
 ' "$log"
 grep -E '^(FAIL|panic:)' "$log" || true
