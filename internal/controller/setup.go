@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
-	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -49,6 +52,7 @@ import (
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=tlsroutes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cilium.io,resources=ciliumnetworkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch
 
 // Shard is the part of a fleet one controller serves: the control planes
 // and Clusters labelled cluster.x-k8s.io/watch-filter=WatchFilter (Cluster
@@ -137,7 +141,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
-		{obj: ciliumNetworkPolicy(), handler: owner, wakesAll: true},
+		{obj: ciliumNetworkPolicy(), handler: owner},
 		// Its controller's status writes change nothing the control planes read.
 		{
 			obj: &gatewayv1.Gateway{}, handler: handler.EnqueueRequestsFromMapFunc(r.mapGateway), cache: gateways,
@@ -152,7 +156,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 	}}
 	r.gateways = gateways
-	return nil
+	// The CRDs, by their metadata alone, in the cache that holds what we do
+	// not label: one of an optional kind installed (or established) starts
+	// its watch at once, rather than at some control plane's next pass.
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	return c.Watch(source.Kind(gateways, client.Object(crd), handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.watches.crdChanged(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.watches.crdChanged(ctx, e.ObjectNew, q)
+		},
+	}))
 }
 
 // answers wakes the control plane of each key sent on events.
@@ -209,11 +225,8 @@ type optionalKind struct {
 	// cache holds the kind; the manager's when nil.
 	cache cache.Cache
 	// index is added to that cache before the watch starts.
-	index *fieldIndex
-	// wakesAll: once the kind is watched, every control plane is passed
-	// over again, as what is rendered depends on whether it exists.
-	wakesAll bool
-	watched  bool
+	index   *fieldIndex
+	watched bool
 }
 
 // fieldIndex is an index of a cache: the values of field of each object.
@@ -230,7 +243,9 @@ type optionalWatches struct {
 	cache      cache.Cache
 	client     client.Client
 	kinds      []optionalKind
-	checked    time.Time
+	// looked: every kind not watched was looked for since a CRD of one of
+	// their groups last changed.
+	looked bool
 }
 
 // ciliumNetworkPolicy is an empty CiliumNetworkPolicy, the controller
@@ -277,18 +292,25 @@ func (w *optionalWatches) indexed(field string) bool {
 	return false
 }
 
-// ensure adds the watches whose CRDs have appeared. It looks at most every
-// few seconds, so a missing CRD does not cost a discovery call per reconcile.
+// ensure adds the watches whose CRDs have appeared, looking for them (a
+// discovery request) only on the first pass and after a CRD of one of their
+// groups changed (see crdChanged), never on every pass.
 func (w *optionalWatches) ensure(ctx context.Context) {
 	if w == nil {
 		return // not set up with a manager: nothing watches
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.checked) < 10*time.Second {
-		return
+	w.ensureLocked(ctx)
+}
+
+// ensureLocked is ensure with w.mu held.
+func (w *optionalWatches) ensureLocked(ctx context.Context) bool {
+	if w.looked {
+		return false
 	}
-	w.checked = time.Now()
+	w.looked = true
+	started := false
 	for i := range w.kinds {
 		k := &w.kinds[i]
 		if k.watched {
@@ -313,13 +335,44 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 			continue
 		}
 		k.watched = true
-		if k.wakesAll {
-			// A handler added to the control planes' informer is told of
-			// each one it holds.
-			every := source.Kind(w.cache, client.Object(&v1alpha1.HostedControlPlane{}), &handler.EnqueueRequestForObject{})
-			if err := w.controller.Watch(every); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "wake every control plane", "kind", fmt.Sprintf("%T", k.obj))
-			}
+		started = true
+	}
+	return started
+}
+
+// crdChanged looks for the kinds again when crd (created, or changed, as
+// when it becomes established) is of one of their groups, and when that
+// starts a watch passes over every control plane, since what a pass
+// renders and waits for depends on which kinds exist (cert-manager's while
+// CertManagerMissing, Cilium's policies, Gateway API's).
+func (w *optionalWatches) crdChanged(ctx context.Context, crd client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	w.mu.Lock()
+	started := false
+	if w.ofOptionalGroup(crd.GetName()) {
+		w.looked = false
+		started = w.ensureLocked(ctx)
+	}
+	w.mu.Unlock()
+	if !started {
+		return
+	}
+	hcps := &v1alpha1.HostedControlPlaneList{}
+	if err := w.cache.List(ctx, hcps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list control planes after a CRD changed", "crd", crd.GetName())
+		return
+	}
+	for i := range hcps.Items {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
+	}
+}
+
+// ofOptionalGroup tells whether the CRD named name (<plural>.<group>) is of
+// the group of a kind not watched yet; w.mu is held.
+func (w *optionalWatches) ofOptionalGroup(name string) bool {
+	for _, k := range w.kinds {
+		if gvk, err := apiutil.GVKForObject(k.obj, w.client.Scheme()); err == nil && !k.watched && strings.HasSuffix(name, "."+gvk.Group) {
+			return true
 		}
 	}
+	return false
 }

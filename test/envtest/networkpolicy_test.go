@@ -31,8 +31,8 @@ var CiliumCRDs = ModuleCRDs{"github.com/cilium/cilium@v1.20.2", "pkg/k8s/apis/ci
 func TestNetworkPoliciesWithCilium(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, env.InstallCRDs(CiliumCRDs))
-	// The controller starts watching the kind at most 10s after it appears,
-	// in a pass; a control plane created meanwhile is passed over again.
+	// The controller starts watching the kind once its CRD is established,
+	// and passes over every control plane again.
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "cilium", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
