@@ -163,10 +163,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	return c.Watch(source.Kind(gateways, client.Object(crd), handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.watches.crdChanged(ctx, e.Object, q)
+			r.watches.crdChanged(ctx, e.Object.GetName(), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.watches.crdChanged(ctx, e.ObjectNew, q)
+			r.watches.crdChanged(ctx, e.ObjectNew.GetName(), q)
 		},
 	}))
 }
@@ -340,37 +340,43 @@ func (w *optionalWatches) ensureLocked(ctx context.Context) bool {
 	return started
 }
 
-// crdChanged looks for the kinds again when crd (created, or changed, as
-// when it becomes established) is of one of their groups, and when that
-// starts a watch passes over every control plane, since what a pass
-// renders and waits for depends on which kinds exist (cert-manager's while
-// CertManagerMissing, Cilium's policies, Gateway API's).
-func (w *optionalWatches) crdChanged(ctx context.Context, crd client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	w.mu.Lock()
-	started := false
-	if w.ofOptionalGroup(crd.GetName()) {
+// crdChanged looks for the kinds again when the CRD named crd (created, or
+// changed, as when it becomes established) is of one of their groups, and
+// when that starts a watch passes over every control plane, since what a
+// pass renders and waits for depends on which kinds exist (cert-manager's
+// while CertManagerMissing, Cilium's policies, Gateway API's). It looks
+// apart from the CRD informer's handler, which must not wait: the
+// controller starts a watch only once its start is done, and its start
+// waits for this informer's handler to have seen every CRD.
+func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if !w.ofOptionalGroup(crd) {
+		return
+	}
+	go func() {
+		w.mu.Lock()
 		w.looked = false
-		started = w.ensureLocked(ctx)
-	}
-	w.mu.Unlock()
-	if !started {
-		return
-	}
-	hcps := &v1alpha1.HostedControlPlaneList{}
-	if err := w.cache.List(ctx, hcps); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list control planes after a CRD changed", "crd", crd.GetName())
-		return
-	}
-	for i := range hcps.Items {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
-	}
+		started := w.ensureLocked(ctx)
+		w.mu.Unlock()
+		if !started {
+			return
+		}
+		hcps := &v1alpha1.HostedControlPlaneList{}
+		if err := w.cache.List(ctx, hcps); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "list control planes after a CRD changed", "crd", crd)
+			return
+		}
+		for i := range hcps.Items {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
+		}
+	}()
 }
 
 // ofOptionalGroup tells whether the CRD named name (<plural>.<group>) is of
-// the group of a kind not watched yet; w.mu is held.
+// the group of an optional kind. It reads only the kinds' objects, which
+// never change, and so takes no lock.
 func (w *optionalWatches) ofOptionalGroup(name string) bool {
-	for _, k := range w.kinds {
-		if gvk, err := apiutil.GVKForObject(k.obj, w.client.Scheme()); err == nil && !k.watched && strings.HasSuffix(name, "."+gvk.Group) {
+	for i := range w.kinds {
+		if gvk, err := apiutil.GVKForObject(w.kinds[i].obj, w.client.Scheme()); err == nil && strings.HasSuffix(name, "."+gvk.Group) {
 			return true
 		}
 	}

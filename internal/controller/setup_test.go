@@ -61,20 +61,20 @@ func TestWatchingTellsKindsApart(t *testing.T) {
 }
 
 // A CRD makes the controller look for the optional kinds again only when
-// it is of the group of one not watched yet: cert-manager's, Gateway API's
-// or Cilium's, by the group its name ends with.
+// it is of the group of one of them: cert-manager's, Gateway API's or
+// Cilium's, by the group its name ends with.
 func TestCRDsOfOptionalGroups(t *testing.T) {
 	scheme := runtime.NewScheme()
 	require.NoError(t, cmv1.AddToScheme(scheme))
 	require.NoError(t, gatewayv1.Install(scheme))
 	w := &optionalWatches{client: fake.NewClientBuilder().WithScheme(scheme).Build(), kinds: []optionalKind{
 		{obj: &cmv1.Certificate{}},
-		{obj: &gatewayv1.Gateway{}, watched: true},
+		{obj: &gatewayv1.Gateway{}},
 		{obj: ciliumNetworkPolicy()},
 	}}
 	assert.True(t, w.ofOptionalGroup("clusterissuers.cert-manager.io"))
 	assert.True(t, w.ofOptionalGroup("ciliumnetworkpolicies.cilium.io"))
-	assert.False(t, w.ofOptionalGroup("gateways.gateway.networking.k8s.io"), "Gateways are watched already")
+	assert.True(t, w.ofOptionalGroup("gateways.gateway.networking.k8s.io"))
 	assert.False(t, w.ofOptionalGroup("clusters.cluster.x-k8s.io"))
 	assert.False(t, w.ofOptionalGroup("notcilium.io"))
 }
