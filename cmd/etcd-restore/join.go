@@ -24,11 +24,14 @@ const waitFlag = "--wait-for-peers"
 // are short, so that etcd starts within a second of the cluster's DNS
 // listing the pod. A peer's refusal is logged when it changes, and again
 // every logEvery while it lasts.
+// Members added together then start one after the other (see
+// join.Before), each waiting at most beforeTimeout for those before it.
 const (
-	joinTimeout = 5 * time.Minute
-	askTimeout  = 2 * time.Second
-	joinEvery   = 500 * time.Millisecond
-	logEvery    = 10 * time.Second
+	joinTimeout   = 5 * time.Minute
+	askTimeout    = 2 * time.Second
+	joinEvery     = 500 * time.Millisecond
+	logEvery      = 10 * time.Second
+	beforeTimeout = 30 * time.Second
 )
 
 // waitForPeers is the command with waitFlag: args are etcd's --name,
@@ -59,7 +62,7 @@ func waitForPeers(ctx context.Context, args []string, env func(string) string, o
 		log.Error("no cluster to join", "error", err.Error())
 		return 1
 	}
-	ask, err := join.Members(files, askTimeout)
+	peers, err := join.NewPeers(files, askTimeout)
 	if err != nil {
 		// etcd starts and tells why it cannot use its certificate.
 		log.Error("starting etcd without asking a peer", "error", err.Error())
@@ -70,7 +73,8 @@ func waitForPeers(ctx context.Context, args []string, env func(string) string, o
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	start := time.Now()
-	peer, err := join.Wait(ctx, cluster, strings.Split(m.PeerURLs, ","), ask, joinEvery, refusals(log, start))
+	self := strings.Split(m.PeerURLs, ",")
+	peer, err := join.Wait(ctx, cluster, self, peers.Members, joinEvery, refusals(log, start, "the peer does not let the member join yet"))
 	switch {
 	case errors.Is(err, join.ErrStale):
 		log.Error("the initial cluster read at start is stale: the container starts again to read it", "peer", peer, "after", time.Since(start).String())
@@ -80,8 +84,35 @@ func waitForPeers(ctx context.Context, args []string, env func(string) string, o
 		log.Error("starting etcd although no peer let it join", "after", time.Since(start).String(), "error", why(err))
 		return 0
 	}
-	log.Info("a peer lets the member join: etcd starts", "peer", peer, "after", time.Since(start).String())
+	log.Info("a peer lets the member join", "peer", peer, "after", time.Since(start).String())
+	waitBefore(ctx, log, peers, peer, self)
+	log.Info("etcd starts", "after", time.Since(start).String())
 	return 0
+}
+
+// waitBefore waits until the members that join beside this one and come
+// before it (join.Before), as peer lists them, serve, so that they start
+// one after the other; at most beforeTimeout, after which etcd starts
+// anyway, as it did before the wait.
+func waitBefore(ctx context.Context, log *slog.Logger, peers *join.Peers, peer string, self []string) {
+	starting, err := peers.Starting(ctx, peer)
+	if err != nil {
+		log.Info("cannot tell which members start beside this one; etcd starts now", "error", why(err))
+		return
+	}
+	before := join.Before(starting, self)
+	if len(before) == 0 {
+		return
+	}
+	log.Info("waiting until the members that join beside this one and come before it serve, so that they start one after the other", "members", before)
+	ctx, cancel := context.WithTimeout(ctx, beforeTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := join.WaitServing(ctx, before, peers.Serves, joinEvery, refusals(log, start, "a member before it does not serve yet")); err != nil {
+		log.Info("etcd starts although members before it do not serve yet", "after", time.Since(start).String(), "error", why(err))
+		return
+	}
+	log.Info("the members before it serve", "after", time.Since(start).String())
 }
 
 // parseJoin reads etcd's flags from args and the membership from env.
@@ -111,9 +142,10 @@ func parseJoin(args []string, env func(string) string, out io.Writer) (join.Memb
 	return m, files, nil
 }
 
-// refusals logs why peers let the member not join: each peer's reason when
-// it changes, and again every logEvery while it lasts.
-func refusals(log *slog.Logger, start time.Time) func(string, error) {
+// refusals logs msg with why a peer does not do what the member waits
+// for (let it join, serve): each peer's reason when it changes, and again
+// every logEvery while it lasts.
+func refusals(log *slog.Logger, start time.Time, msg string) func(string, error) {
 	type said struct {
 		why string
 		at  time.Time
@@ -125,7 +157,7 @@ func refusals(log *slog.Logger, start time.Time) func(string, error) {
 			return
 		}
 		last[peer] = said{w, time.Now()}
-		log.Info("the peer does not let the member join yet", "peer", peer, "why", w, "after", time.Since(start).String())
+		log.Info(msg, "peer", peer, "why", w, "after", time.Since(start).String())
 	}
 }
 

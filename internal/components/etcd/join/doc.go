@@ -24,4 +24,16 @@
 // volume can start before the controller adds it to etcd: it waits to be
 // listed, and when the initial cluster it read predates that, it exits so
 // that the kubelet starts it again, reading it anew (ErrStale).
+//
+// Members added together (a scale from one member to three adds two
+// learners at once) then start one after the other: as it starts, etcd asks
+// every member for its version and whether a downgrade is under way, each
+// within a timeout of seconds, and a member that is itself starting has its
+// peer port open but answers nothing until its own start is done. Two that
+// start together each wait out both of the other's timeouts (14 s on our
+// 2-core test machine, before either could catch up), where a member whose
+// etcd has not started refuses the connection at once. So a member waits
+// until the members that the peer lists as not started yet (no name
+// published) and whose peer URL sorts before its own serve (Before,
+// WaitServing), at most 30 s.
 package join

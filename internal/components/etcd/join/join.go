@@ -89,14 +89,17 @@ type Ask func(ctx context.Context, peerURL string) ([]string, error)
 // --peer-trusted-ca-file.
 type TLSFiles struct{ Cert, Key, CA string }
 
-// Members asks as a joining etcd does (GET <peer URL>/members): over the
-// peer TLS, presenting the member's own peer certificate, on a new
-// connection each time. A peer checks that certificate against the address
-// the connection comes from (etcd resolves the certificate's DNS names and
-// closes the connection when none resolves to it), so the answer comes
-// only once the cluster's DNS lists the pod: until then etcd itself would
-// get none, and exit.
-func Members(files TLSFiles, timeout time.Duration) (Ask, error) {
+// Peers asks peers as a joining etcd does: over the peer TLS, presenting
+// the member's own peer certificate, on a new connection each time. A peer
+// checks that certificate against the address the connection comes from
+// (etcd resolves the certificate's DNS names and closes the connection
+// when none resolves to it), so an answer comes only once the cluster's DNS
+// lists the pod: until then etcd itself would get none, and exit.
+type Peers struct{ client *http.Client }
+
+// NewPeers is Peers with the member's peer certificate and CA, each
+// request within timeout.
+func NewPeers(files TLSFiles, timeout time.Duration) (*Peers, error) {
 	cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 	if err != nil {
 		return nil, fmt.Errorf("load the peer certificate: %w", err)
@@ -109,37 +112,95 @@ func Members(files TLSFiles, timeout time.Duration) (Ask, error) {
 	if !roots.AppendCertsFromPEM(ca) {
 		return nil, errors.New("the peer CA file holds no PEM certificate")
 	}
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{
+	return &Peers{client: &http.Client{Timeout: timeout, Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12},
 		DisableKeepAlives: true,
-	}}
-	return func(ctx context.Context, peerURL string) ([]string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, peerURL+"/members", nil)
-		if err != nil {
-			return nil, err
+	}}}, nil
+}
+
+// get asks the peer at peerURL for path.
+func (p *Peers) get(ctx context.Context, peerURL, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peerURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.client.Do(req)
+}
+
+// Members is an Ask: GET <peer URL>/members, as etcd asks it as it joins.
+func (p *Peers) Members(ctx context.Context, peerURL string) ([]string, error) {
+	members, err := p.members(ctx, peerURL)
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, m.PeerURLs...)
+	}
+	slices.Sort(urls)
+	return urls, nil
+}
+
+// Starting is the peer URLs of the members that the peer at peerURL lists
+// and that have not started yet: a member publishes its name once it has
+// started, and learners just added have none.
+func (p *Peers) Starting(ctx context.Context, peerURL string) ([]string, error) {
+	members, err := p.members(ctx, peerURL)
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, m := range members {
+		if m.Name == "" {
+			urls = append(urls, m.PeerURLs...)
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		return memberURLs(resp)
-	}, nil
+	}
+	slices.Sort(urls)
+	return urls, nil
+}
+
+// Serves asks the etcd at peerURL for its version, which it answers once
+// it has started: until then its peer port may take the connection and
+// answer nothing.
+func (p *Peers) Serves(ctx context.Context, peerURL string) error {
+	resp, err := p.get(ctx, peerURL, "/version")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /version: %s", resp.Status)
+	}
+	return nil
+}
+
+// member is a member as a peer lists it.
+type member struct {
+	Name     string   `json:"name"`
+	PeerURLs []string `json:"peerURLs"`
+}
+
+// members asks the peer at peerURL for the cluster's members.
+func (p *Peers) members(ctx context.Context, peerURL string) ([]member, error) {
+	resp, err := p.get(ctx, peerURL, "/members")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return membersOf(resp)
 }
 
 // ErrAnswer is an answer etcd would not join with.
 var ErrAnswer = errors.New("the answer is no cluster")
 
-// memberURLs reads an answer as etcd does: a member list, not empty, with
+// membersOf reads an answer as etcd does: a member list, not empty, with
 // the cluster's ID in a header.
-func memberURLs(resp *http.Response) ([]string, error) {
+func membersOf(resp *http.Response) ([]member, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read the answer: %w", err)
 	}
-	var members []struct {
-		PeerURLs []string `json:"peerURLs"`
-	}
+	var members []member
 	if err := json.Unmarshal(body, &members); err != nil {
 		return nil, fmt.Errorf("%w: %s, not a member list", ErrAnswer, resp.Status)
 	}
@@ -149,12 +210,7 @@ func memberURLs(resp *http.Response) ([]string, error) {
 	if len(members) == 0 {
 		return nil, fmt.Errorf("%w: no member listed", ErrAnswer)
 	}
-	var urls []string
-	for _, m := range members {
-		urls = append(urls, m.PeerURLs...)
-	}
-	slices.Sort(urls)
-	return urls, nil
+	return members, nil
 }
 
 // ErrStale is the end of a wait whose peers list the member, with other
@@ -212,4 +268,48 @@ func round(ctx context.Context, c Cluster, self []string, ask Ask, told func(str
 
 func containsAll(urls, want []string) bool {
 	return len(want) > 0 && !slices.ContainsFunc(want, func(u string) bool { return !slices.Contains(urls, u) })
+}
+
+// Before is, of the members starting (peer URLs), those that start before
+// the member whose peer URLs are self: those whose peer URL sorts before
+// each of self's. Members added together start one after the other in that
+// order: etcd asks every member for its version as it starts, and a member
+// that is itself starting takes the connection and answers nothing until
+// its own start is done, so two that start together each wait out the
+// other's timeouts (seconds each), while a member whose etcd has not
+// started yet refuses the connection at once.
+func Before(starting, self []string) []string {
+	var out []string
+	for _, u := range starting {
+		if !slices.ContainsFunc(self, func(own string) bool { return u >= own }) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// WaitServing asks each of peers whether it serves (see Peers.Serves),
+// every interval, until all do or ctx ends, which it returns with the last
+// failure. told hears of each peer that does not serve yet, and why.
+func WaitServing(ctx context.Context, peers []string, serves func(ctx context.Context, peerURL string) error, every time.Duration, told func(peer string, err error)) error {
+	waiting := slices.Clone(peers)
+	for {
+		var err error
+		waiting = slices.DeleteFunc(waiting, func(peer string) bool {
+			if e := serves(ctx, peer); e != nil {
+				err = e
+				told(peer, e)
+				return false
+			}
+			return true
+		})
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s does not serve yet: %w", strings.Join(waiting, ", "), err)
+		case <-time.After(every):
+		}
+	}
 }

@@ -126,6 +126,10 @@ func TestMembers(t *testing.T) {
 		Certificates: []tls.Certificate{serving}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool(t, files.CA), MinVersion: tls.VersionTLS12,
 	}}
 	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/version" {
+			_, _ = w.Write([]byte(`{"etcdserver":"3.6.8","etcdcluster":"3.6.0"}`))
+			return
+		}
 		if r.URL.Path != "/members" {
 			http.NotFound(w, r)
 			return
@@ -137,21 +141,27 @@ func TestMembers(t *testing.T) {
 	defer func() { _ = srv.Close() }()
 	peer := "https://" + l.Addr().String()
 
-	ask, err := Members(files, time.Second)
+	peers, err := NewPeers(files, time.Second)
 	require.NoError(t, err)
-	_, err = ask(t.Context(), peer)
+	_, err = peers.Members(t.Context(), peer)
 	require.Error(t, err, "closed after the handshake")
+	require.Error(t, peers.Serves(t.Context(), peer), "closed after the handshake")
 	g.admitted.Store(true)
-	urls, err := ask(t.Context(), peer)
+	urls, err := peers.Members(t.Context(), peer)
 	require.NoError(t, err)
 	assert.Equal(t, []string{url0, url1, url2}, urls)
-	assert.Equal(t, int32(2), g.handshakes.Load(), "each ask a new connection with the member's certificate")
+	assert.Equal(t, int32(3), g.handshakes.Load(), "each ask a new connection with the member's certificate")
+	starting, err := peers.Starting(t.Context(), peer)
+	require.NoError(t, err)
+	assert.Equal(t, []string{url2}, starting, "the learner that has published no name has not started")
+	require.NoError(t, peers.Serves(t.Context(), peer))
 
-	_, err = ask(t.Context(), peer+"/nothing")
+	_, err = peers.Members(t.Context(), peer+"/nothing")
 	require.ErrorIs(t, err, ErrAnswer)
 	assert.EqualError(t, err, "the answer is no cluster: 404 Not Found, not a member list")
+	require.EqualError(t, peers.Serves(t.Context(), peer+"/nothing"), "GET /version: 404 Not Found")
 
-	_, err = Members(TLSFiles{Cert: files.Cert, Key: files.Key, CA: files.Key}, time.Second)
+	_, err = NewPeers(TLSFiles{Cert: files.Cert, Key: files.Key, CA: files.Key}, time.Second)
 	require.EqualError(t, err, "the peer CA file holds no PEM certificate")
 }
 
@@ -225,4 +235,36 @@ func certificates(t *testing.T, dir string) (TLSFiles, tls.Certificate) {
 	serving, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 	require.NoError(t, err)
 	return files, serving
+}
+
+// Members added together start one after the other: each waits for those
+// whose peer URL sorts before its own, and none for itself or those after.
+func TestBefore(t *testing.T) {
+	starting := []string{url1, url2}
+	assert.Empty(t, Before(starting, []string{url1}), "the first of them waits for none")
+	assert.Equal(t, []string{url1}, Before(starting, []string{url2}))
+	assert.Empty(t, Before(nil, []string{url2}), "nothing starts beside it")
+	assert.Equal(t, []string{url1, url2}, Before(starting, []string{url2 + "0"}))
+}
+
+// WaitServing returns once every peer serves, asking again those that did
+// not, and says which do not when its time is up.
+func TestWaitServing(t *testing.T) {
+	down := errors.New("connection refused")
+	answers := map[string][]error{url0: {down, nil}, url1: {nil}}
+	var asked, told []string
+	serves := func(_ context.Context, peer string) error {
+		asked = append(asked, peer)
+		next := answers[peer][0]
+		answers[peer] = answers[peer][1:]
+		return next
+	}
+	require.NoError(t, WaitServing(t.Context(), []string{url0, url1}, serves, time.Millisecond, func(peer string, err error) { told = append(told, peer+": "+err.Error()) }))
+	assert.Equal(t, []string{url0, url1, url0}, asked, "a peer that serves is not asked again")
+	assert.Equal(t, []string{url0 + ": connection refused"}, told)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	err := WaitServing(ctx, []string{url1}, func(context.Context, string) error { return down }, time.Millisecond, func(string, error) {})
+	require.EqualError(t, err, url1+" does not serve yet: connection refused")
 }
