@@ -37,7 +37,8 @@ func memberURL(in render.Input, member string, port int) string {
 
 // MaxLearners is how many learners etcd holds at once (--max-learners,
 // from etcd 3.6; 3.5 holds one): a scale from one member to three adds both
-// new members together, and they start and catch up together, where one
+// new members together, and their pods start together and catch up
+// together (their etcds start a second apart, see package join), where one
 // after the other the second waits for the first's promotion and then for
 // etcd's strict reconfiguration check (the leader connected to every voter,
 // the new one too, for 5 s). Learners do not vote, so they cost no quorum.
