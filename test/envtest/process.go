@@ -30,14 +30,32 @@ func Build(root, pkg, dir string, flags ...string) (string, error) {
 	return out, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+// handedOut are the ports FreePort returned.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now and
+// that it never returned before: tests run side by side, and the kernel
+// may hand a port just closed to the next that asks, so two tests could
+// otherwise be given the same port and one of them reach the other's
+// server.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Process is one of the provider's binaries, running.
