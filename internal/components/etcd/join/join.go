@@ -129,29 +129,31 @@ func (p *Peers) get(ctx context.Context, peerURL, path string) (*http.Response, 
 
 // Members is an Ask: GET <peer URL>/members, as etcd asks it as it joins.
 func (p *Peers) Members(ctx context.Context, peerURL string) ([]string, error) {
-	members, err := p.members(ctx, peerURL)
-	if err != nil {
-		return nil, err
-	}
-	var urls []string
-	for _, m := range members {
-		urls = append(urls, m.PeerURLs...)
-	}
-	slices.Sort(urls)
-	return urls, nil
+	return p.peerURLs(ctx, peerURL, func(member) bool { return true })
 }
 
 // Starting is the peer URLs of the members that the peer at peerURL lists
 // and that have not started yet: a member publishes its name once it has
 // started, and learners just added have none.
 func (p *Peers) Starting(ctx context.Context, peerURL string) ([]string, error) {
-	members, err := p.members(ctx, peerURL)
+	return p.peerURLs(ctx, peerURL, func(m member) bool { return m.Name == "" })
+}
+
+// peerURLs asks the peer at peerURL for the cluster's members and returns
+// the peer URLs of those to keep, sorted.
+func (p *Peers) peerURLs(ctx context.Context, peerURL string, keep func(member) bool) ([]string, error) {
+	resp, err := p.get(ctx, peerURL, "/members")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	members, err := membersOf(resp)
 	if err != nil {
 		return nil, err
 	}
 	var urls []string
 	for _, m := range members {
-		if m.Name == "" {
+		if keep(m) {
 			urls = append(urls, m.PeerURLs...)
 		}
 	}
@@ -178,16 +180,6 @@ func (p *Peers) Serves(ctx context.Context, peerURL string) error {
 type member struct {
 	Name     string   `json:"name"`
 	PeerURLs []string `json:"peerURLs"`
-}
-
-// members asks the peer at peerURL for the cluster's members.
-func (p *Peers) members(ctx context.Context, peerURL string) ([]member, error) {
-	resp, err := p.get(ctx, peerURL, "/members")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	return membersOf(resp)
 }
 
 // ErrAnswer is an answer etcd would not join with.
