@@ -43,13 +43,14 @@ const EncryptionRotationAnnotation = "controlplane.cluster.x-k8s.io/encryption-r
 // of keys, asks for each to be rotated: service-account-key (the key that
 // signs service account tokens), encryption-key (the key that encrypts
 // the workload cluster's Secrets in etcd), etcd-ca (the CA etcd members and
-// their clients trust) and front-proxy-ca (the CA the API servers trust for
-// the front proxy's client certificate); or emergency, after a suspected
-// leak, for all of them at once. A rotation goes through phases that keep
-// every client working (see the README); status says which phase each is
-// in and since when. The controller removes the annotation once it took
-// the request; asking for a key whose rotation is under way changes
-// nothing. The cluster CA (cluster-ca) cannot be rotated yet.
+// their clients trust), front-proxy-ca (the CA the API servers trust for
+// the front proxy's client certificate) and cluster-ca (the CA of the API
+// servers' clients, their serving certificate and the kubelets); or
+// emergency, after a suspected leak, for all of them but the cluster CA at
+// once. A rotation goes through phases that keep every client working (see
+// the README); status says which phase each is in and since when. The
+// controller removes the annotation once it took the request; asking for a
+// key whose rotation is under way changes nothing.
 const RotateAnnotation = "controlplane.cluster.x-k8s.io/rotate"
 
 // DropOldServiceAccountKeyAnnotation, set to "true" on a
