@@ -39,100 +39,130 @@ import (
 // the test, often while the rotation still issues from it.
 const workerSigningDuration = 5 * time.Minute
 
-// clusterCARotatedWithWorker rotates the cluster CA of a Cluster whose
-// worker joined with the old CA (its kubelet trusts that CA alone) and is
-// never joined again, while a client on the host that trusts the CA
-// <cluster>-kubeconfig held at the start (and presents the client
-// certificate the kubeconfig holds at each connection), an informer, and a
-// pod on the worker whose CA file the kubelet updates count what fails:
-// nothing does, but a write etcd may time out as its leader changes
-// (etcdLeaderChanged), which is listed. The etcd CA, rotated beside,
-// restarts each of the Cluster's three etcd members three times, one at a
-// time, and etcd keeps its quorum throughout. The node stays Ready throughout, its kubelet renews its Lease
-// on time, and its renewal with the new CA ends WaitingForKubelets (long
-// before the certificates' lifetime); kubectl logs and exec reach the pod
-// through konnectivity afterwards. At the end <cluster>-kubeconfig and
-// kube-public/cluster-info hold the new CA alone, the old admin
-// certificate is refused, and a new worker joins with kubeadm, pinning the
-// CA of <cluster>-ca as the kubeadm bootstrap provider does.
-func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName string) {
+// authority is a CA the rotate annotation names, as the tests follow its
+// rotation.
+type authority struct {
+	// key is the rotate annotation's name of it.
+	key       string
+	condition string
+	status    func(*v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus
+}
+
+var (
+	clusterCA = authority{
+		key: v1alpha1.RotateClusterCA, condition: v1alpha1.ClusterCAReadyCondition,
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.Cluster
+		},
+	}
+	etcdCA = authority{
+		key: v1alpha1.RotateEtcdCA, condition: v1alpha1.EtcdCAReadyCondition,
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.Etcd
+		},
+	}
+	frontProxyCA = authority{
+		key: v1alpha1.RotateFrontProxyCA, condition: v1alpha1.FrontProxyCAReadyCondition,
+		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
+			return &h.Status.CertificateAuthorities.FrontProxy
+		},
+	}
+)
+
+// rotate asks for a rotation of the CA of the HostedControlPlane at key
+// and waits until it is done, calling observe (unless nil) with the
+// rotation at each look. It logs the rotation's duration as
+// BENCH rotation_<key>_s and since when it was in each phase seen, and
+// returns the phases seen.
+func (a authority) rotate(t *testing.T, key client.ObjectKey, observe func(*v1alpha1.KeyRotation)) map[v1alpha1.RotationPhase]v1alpha1.KeyRotation {
+	t.Helper()
 	ctx := testContext(t)
-	ns, name := key.Namespace, key.Name
-	oldCA := secretValue(t, ns, name+"-ca", corev1.TLSCertKey)
-	require.Equal(t, []string{caKey(t, oldCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "the kubeconfig holds the cluster CA alone")
-	oldAdmin := hostedConfig(t, ns, name)
-	cfg := followingConfig(t, key)
-	hosted, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-
-	node, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	require.NoError(t, err)
-	readySince := readyCondition(node).LastTransitionTime
-	createProbe(t, hosted, nodeName, "ca-counter", "--every=100ms", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods?limit=1")
-	heartbeats := followLease(t, hosted, nodeName)
-	clients := startRotationClients(t, cfg, followingClientset(t, cfg))
 	start := time.Now()
-
-	annotate(t, key, v1alpha1.RotateAnnotation, v1alpha1.RotateClusterCA)
+	annotate(t, key, v1alpha1.RotateAnnotation, a.key)
 	seen := map[v1alpha1.RotationPhase]v1alpha1.KeyRotation{}
-	var bothTrusted bool
-	eventually(t, 30*time.Minute, "the rotation of the cluster CA", func() error {
+	eventually(t, 30*time.Minute, "the rotation of the "+a.key, func() error {
 		hcp := &v1alpha1.HostedControlPlane{}
 		if err := k8s.Get(ctx, key, hcp); err != nil {
 			return err
 		}
-		st := hcp.Status.CertificateAuthorities.Cluster
+		st := a.status(hcp)
 		if r := st.Rotation; r != nil {
 			seen[r.Phase] = *r
-			if (r.Phase == v1alpha1.IssuingFromNewCA || r.Phase == v1alpha1.WaitingForKubelets) && !bothTrusted {
-				// cluster-info is read through the API server, which may be
-				// down with etcd meanwhile.
-				info, err := clusterInfoCA(ctx, hosted)
-				bothTrusted = err == nil && len(caKeys(t, info)) == 2 && len(caKeys(t, kubeconfigCA(t, ns, name))) == 2
+			if observe != nil {
+				observe(r)
 			}
 		}
 		if st.Rotation == nil && st.RotatedAt != nil && !st.RotatedAt.Time.Before(start.Truncate(time.Second)) {
 			return nil
 		}
 		for _, c := range hcp.Status.Conditions {
-			if c.Type == v1alpha1.ClusterCAReadyCondition {
+			if c.Type == a.condition {
 				return fmt.Errorf("%s: %s", c.Reason, c.Message)
 			}
 		}
-		return errors.New("no ClusterCAReady condition")
+		return fmt.Errorf("no %s condition", a.condition)
 	})
-	total := time.Since(start)
-	t.Logf("BENCH rotation_cluster_ca_s %.3f s", total.Seconds())
+	t.Logf("BENCH rotation_%s_s %.3f s", strings.ReplaceAll(a.key, "-", "_"), time.Since(start).Seconds())
 	for _, phase := range []v1alpha1.RotationPhase{v1alpha1.TrustingNewCA, v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets, v1alpha1.DroppingOldCA} {
 		if r, ok := seen[phase]; ok {
 			t.Logf("%s since %s", phase, r.Since.UTC().Format(time.TimeOnly))
 		}
 	}
-	assert.True(t, bothTrusted, "while certificates are issued by the new CA and the rotation waits for the kubelets, the kubeconfig and cluster-info hold the old and the new CA")
-	dropping, ok := seen[v1alpha1.DroppingOldCA]
-	require.True(t, ok, "the rotation went through DroppingOldCA: %v", seen)
-	assert.Contains(t, dropping.RenewedNodes, nodeName, "the kubelet was seen renewing its client certificate with the new CA")
-	if waiting, ok := seen[v1alpha1.WaitingForKubelets]; ok {
-		assert.Less(t, dropping.Since.Sub(waiting.Since.Time), workerSigningDuration,
-			"the wait ended on the kubelet's renewal, before every certificate of the old CA could have expired")
-	}
+	require.Contains(t, seen, v1alpha1.DroppingOldCA, "the rotation went through DroppingOldCA: %v", seen)
+	return seen
+}
 
+// workerFollower follows, while a CA or key rotates, what a worker's user
+// sees: the probe pod on the worker, which reads through
+// kubernetes.default with its service account token every 100 ms, the
+// node's Lease, and rotationClients on the host.
+type workerFollower struct {
+	cfg        *rest.Config
+	hosted     kubernetes.Interface
+	probe      string
+	node       *corev1.Node
+	readySince metav1.Time
+	heartbeats *leaseFollower
+	clients    *rotationClients
+}
+
+// followWorker starts a workerFollower of the node nodeName, its probe pod
+// called probe, and its host clients using cfg through clientset.
+func followWorker(t *testing.T, cfg *rest.Config, hosted, clientset kubernetes.Interface, nodeName, probe string) *workerFollower {
+	t.Helper()
+	node, err := hosted.CoreV1().Nodes().Get(testContext(t), nodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	createProbe(t, hosted, nodeName, probe, "--every=100ms", "--url=https://kubernetes.default.svc/api/v1/namespaces/default/pods?limit=1")
+	return &workerFollower{
+		cfg: cfg, hosted: hosted, probe: probe, node: node, readySince: readyCondition(node).LastTransitionTime,
+		heartbeats: followLease(t, hosted, nodeName), clients: startRotationClients(t, cfg, clientset),
+	}
+}
+
+// check stops following and asserts that nothing failed, from the host
+// (but for writes listed takes, see rotationClients.stopListing) or from
+// the pod, that the kubelet renewed its Lease throughout, that the node
+// never left Ready and was never registered again, and that kubectl logs
+// (the probe's counts) and exec reach the pod through konnectivity.
+func (w *workerFollower) check(t *testing.T, listed func(failure string) bool) {
+	t.Helper()
+	ctx := testContext(t)
 	// The probe reports its count every 5s.
 	time.Sleep(6 * time.Second)
-	clients.stopListing(t, etcdLeaderChanged)
-	requests, failed, failures := countedByProbe(t, hosted, "ca-counter")
+	w.clients.stopListing(t, listed)
+	requests, failed, failures := countedByProbe(t, w.hosted, w.probe)
 	t.Logf("from the pod on the worker: %d requests, %d failed: %v", requests, failed, failures)
 	assert.Empty(t, failures, "requests from the pod that failed")
 	assert.Greater(t, requests, 100, "the pod read throughout")
-	heartbeats.check(t)
+	w.heartbeats.check(t)
 
-	after, err := hosted.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	after, err := w.hosted.CoreV1().Nodes().Get(ctx, w.node.Name, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, node.UID, after.UID, "the node was never registered again")
+	assert.Equal(t, w.node.UID, after.UID, "the node was never registered again")
 	require.NoError(t, cluster.NodeReady(after))
-	assert.Equal(t, readySince, readyCondition(after).LastTransitionTime, "the node never left Ready")
+	assert.Equal(t, w.readySince, readyCondition(after).LastTransitionTime, "the node never left Ready")
 	eventually(t, 2*time.Minute, "kubectl exec reaches the pod through konnectivity", func() error {
-		stdout, stderr, err := execIn(ctx, cfg, hosted, "ca-counter", "/probe", "--version")
+		stdout, stderr, err := execIn(ctx, w.cfg, w.hosted, w.probe, "/probe", "--version")
 		if err != nil {
 			return fmt.Errorf("exec: %w (stderr %q)", err, stderr)
 		}
@@ -141,8 +171,53 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 		}
 		return nil
 	})
+}
 
-	newCA := secretValue(t, ns, name+"-ca", corev1.TLSCertKey)
+// clusterCARotatedWithWorker rotates the cluster CA of a Cluster whose
+// worker joined with the old CA (its kubelet trusts that CA alone) and is
+// never joined again, while a workerFollower counts what fails, its host
+// clients trusting the CA <cluster>-kubeconfig held at the start (and
+// presenting the client certificate the kubeconfig holds at each
+// connection): nothing does, but a write etcd may time out as its leader
+// changes (etcdLeaderChanged), which is listed. The etcd CA, rotated
+// beside as the cluster CA still signs it, restarts each of the Cluster's
+// three etcd members three times, one at a time, and etcd keeps its quorum
+// throughout. The kubelet's renewal with the new CA ends WaitingForKubelets
+// (long before the certificates' lifetime). At the end
+// <cluster>-kubeconfig and kube-public/cluster-info hold the new CA alone,
+// the old admin certificate is refused, and a new worker joins with
+// kubeadm, pinning the CA of <cluster>-ca as the kubeadm bootstrap provider
+// does.
+func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName string) {
+	ctx := testContext(t)
+	ns, name := key.Namespace, key.Name
+	oldCA := secretCert(t, ns, name+"-ca")
+	require.Equal(t, []string{caKey(t, oldCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "the kubeconfig holds the cluster CA alone")
+	oldAdmin := hostedConfig(t, ns, name)
+	cfg := followingConfig(t, key)
+	hosted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	worker := followWorker(t, cfg, hosted, followingClientset(t, cfg), nodeName, "ca-counter")
+
+	var bothTrusted bool
+	seen := clusterCA.rotate(t, key, func(r *v1alpha1.KeyRotation) {
+		if (r.Phase == v1alpha1.IssuingFromNewCA || r.Phase == v1alpha1.WaitingForKubelets) && !bothTrusted {
+			// cluster-info is read through the API server, which may be
+			// down with etcd meanwhile.
+			info, err := clusterInfoCA(ctx, hosted)
+			bothTrusted = err == nil && len(caKeys(t, info)) == 2 && len(caKeys(t, kubeconfigCA(t, ns, name))) == 2
+		}
+	})
+	assert.True(t, bothTrusted, "while certificates are issued by the new CA and the rotation waits for the kubelets, the kubeconfig and cluster-info hold the old and the new CA")
+	dropping := seen[v1alpha1.DroppingOldCA]
+	assert.Contains(t, dropping.RenewedNodes, nodeName, "the kubelet was seen renewing its client certificate with the new CA")
+	if waiting, ok := seen[v1alpha1.WaitingForKubelets]; ok {
+		assert.Less(t, dropping.Since.Sub(waiting.Since.Time), workerSigningDuration,
+			"the wait ended on the kubelet's renewal, before every certificate of the old CA could have expired")
+	}
+	worker.check(t, etcdLeaderChanged)
+
+	newCA := secretCert(t, ns, name+"-ca")
 	assert.NotEqual(t, caKey(t, oldCA), caKey(t, newCA), "<cluster>-ca holds the new CA")
 	assert.Equal(t, []string{caKey(t, newCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "<cluster>-kubeconfig holds the new CA alone")
 	info, err := clusterInfoCA(ctx, hosted)
@@ -165,6 +240,31 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 		require.NoError(t, stop())
 		require.NoError(t, hosted.CoreV1().Nodes().Delete(ctx, spec.name, metav1.DeleteOptions{}))
 	})
+}
+
+// authorityRotatedAloneWithWorker rotates the etcd CA or the front proxy
+// CA (a), a root of its own since the cluster CA's rotation, of a Cluster
+// with a joined worker, while a workerFollower counts what fails: nothing
+// does, but, for the etcd CA, whose rotation restarts each of the three
+// etcd members three times, one at a time, a write etcd may time out as
+// its leader changes (etcdLeaderChanged), which is listed. Afterwards the
+// CA's Secret holds a new CA. The envtest TestEmergencyRotation shows that
+// certificates of the old CAs are refused then, by etcd's members and the
+// API servers.
+func authorityRotatedAloneWithWorker(t *testing.T, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string, a authority, secret string) {
+	ctx := testContext(t)
+	oldCA := secretCert(t, key.Namespace, secret)
+	probe := a.key + "-counter"
+	worker := followWorker(t, cfg, hosted, hosted, nodeName, probe)
+	a.rotate(t, key, nil)
+	var listed func(string) bool
+	if a.key == v1alpha1.RotateEtcdCA {
+		listed = etcdLeaderChanged
+	}
+	worker.check(t, listed)
+	assert.NotEqual(t, caKey(t, oldCA), caKey(t, secretCert(t, key.Namespace, secret)), "Secret %s holds a new CA", secret)
+	// Its requests every 100 ms would only load the worker from here on.
+	require.NoError(t, hosted.CoreV1().Pods("default").Delete(ctx, probe, metav1.DeleteOptions{}))
 }
 
 // followingConfig is a client configuration of the Cluster at key that
@@ -310,12 +410,13 @@ func withCA(cfg *rest.Config, caPEM []byte) *rest.Config {
 	return out
 }
 
-// secretValue is a value of a Secret of the management cluster.
-func secretValue(t *testing.T, ns, name, item string) []byte {
+// secretCert is the certificate (tls.crt) a Secret of the management
+// cluster holds.
+func secretCert(t *testing.T, ns, name string) []byte {
 	t.Helper()
 	secret := &corev1.Secret{}
 	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, secret))
-	return secret.Data[item]
+	return secret.Data[corev1.TLSCertKey]
 }
 
 // kubeconfigCA is the CA bundle <cluster>-kubeconfig holds.

@@ -72,9 +72,10 @@ func workerCluster(name string, etcdMembers int) string {
 // Service and reaches the API server through it with its service account
 // token, and kubectl logs and exec reach that pod through the hosted API
 // server (via konnectivity). Every leaf certificate is renewed, the service
-// account key rotated and the cluster CA rotated (the worker keeps its
-// old trust and is never joined again; a new worker joins after), each with
-// clients counting failures. Restored in place from a snapshot, etcd takes
+// account key rotated, the cluster CA rotated (the worker keeps its old
+// trust and is never joined again; a new worker joins after), and the etcd
+// and front proxy CAs rotated again, each alone, each step with clients
+// counting failures. Restored in place from a snapshot, etcd takes
 // the kubelet's writes again and exec reaches the pod again. Then the worker
 // and the Cluster are deleted.
 func TestWorkerJoins(t *testing.T) {
@@ -324,6 +325,12 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 		cfg = hostedConfig(t, ns, name)
 		hosted, err = kubernetes.NewForConfig(cfg)
 		require.NoError(t, err)
+		t.Run("the etcd CA rotated alone with no failed request", func(t *testing.T) {
+			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, etcdCA, name+"-etcd")
+		})
+		t.Run("the front proxy CA rotated alone with no failed request", func(t *testing.T) {
+			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, frontProxyCA, name+"-proxy")
+		})
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.
 		store := startBackupStore(t, ns+"-backups")
