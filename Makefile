@@ -39,9 +39,10 @@ CONFORMANCE_SIGS ?=
 # A regular expression that narrows a full or long run to the tests whose
 # names match it (e.g. to run the failures of the last run again).
 CONFORMANCE_FOCUS ?=
-# Which conformance tests make test-e2e runs beside the other end-to-end tests:
-# none by default (CI's budget), ci for the subset.
-E2E_CONFORMANCE ?=
+# Which conformance tests make test-e2e (and so make test) runs beside the other
+# end-to-end tests: the ci subset by default, none when empty. The suite is
+# built before them, after the images, whose Kubernetes packages it shares.
+E2E_CONFORMANCE ?= ci
 
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS := -s -w \
@@ -146,7 +147,7 @@ envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real 
 	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -parallel 8 -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (hack/failures.sh $(BIN)/envtest.log 80; exit 1)
 
 .PHONY: test-e2e
-test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images ## End-to-end tests in a local management cluster (root; builds every image from source).
+test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images $(if $(E2E_CONFORMANCE),conformance-images) ## End-to-end tests in a local management cluster (root; builds every image from source).
 	cd tools/localcluster && E2E=1 go test -count=1 ./cluster/ ./images/ -v -timeout 30m 2>&1 | tee $(BIN)/e2e-harness.log | grep -E '^(--- |ok|FAIL|panic)' || (tail -100 $(BIN)/e2e-harness.log; exit 1)
 	cd test/e2e && E2E=1 CONFORMANCE=$(E2E_CONFORMANCE) E2E_DIR=$(E2E_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 . -v -parallel 64 -timeout 80m 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|local cluster:|images:|[0-9]+ passed)|_test.go' || ($(CURDIR)/hack/failures.sh $(BIN)/e2e.log 100; exit 1)
 

@@ -13,9 +13,10 @@ import (
 // order, the long ones do not end up alone at the end of the suite. A test
 // not listed comes after them.
 var longestFirst = []string{
-	"TestWorkerJoins",                        // 820-1,200 s
+	"TestWorkerJoins",                        // 880-1,300 s
 	"TestEtcdMembership",                     // 340-640 s
 	"TestHostedControlPlane",                 // 550-570 s
+	"TestConformance",                        // 240 s (CONFORMANCE=ci)
 	"TestEtcdNoSpace",                        // 130 s
 	"TestWorkerJoinsBehindALoadBalancerName", // 90-120 s
 	"TestGatewaySharedByTwoClusters",         // 100 s
