@@ -43,26 +43,33 @@ const workerSigningDuration = 5 * time.Minute
 // rotation.
 type authority struct {
 	// key is the rotate annotation's name of it.
-	key       string
+	key string
+	// secret ends the name of its Secret, <cluster><secret>.
+	secret    string
 	condition string
 	status    func(*v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus
+	// listed are the failures its rotation alone may cause that are
+	// listed rather than counted (rotationClients.stopListing).
+	listed func(failure string) bool
 }
 
 var (
 	clusterCA = authority{
-		key: v1alpha1.RotateClusterCA, condition: v1alpha1.ClusterCAReadyCondition,
+		key: v1alpha1.RotateClusterCA, secret: "-ca", condition: v1alpha1.ClusterCAReadyCondition,
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.Cluster
 		},
 	}
 	etcdCA = authority{
-		key: v1alpha1.RotateEtcdCA, condition: v1alpha1.EtcdCAReadyCondition,
+		key: v1alpha1.RotateEtcdCA, secret: "-etcd", condition: v1alpha1.EtcdCAReadyCondition,
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.Etcd
 		},
+		// It restarts each etcd member.
+		listed: etcdLeaderChanged,
 	}
 	frontProxyCA = authority{
-		key: v1alpha1.RotateFrontProxyCA, condition: v1alpha1.FrontProxyCAReadyCondition,
+		key: v1alpha1.RotateFrontProxyCA, secret: "-proxy", condition: v1alpha1.FrontProxyCAReadyCondition,
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.FrontProxy
 		},
@@ -191,7 +198,7 @@ func (w *workerFollower) check(t *testing.T, listed func(failure string) bool) {
 func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName string) {
 	ctx := testContext(t)
 	ns, name := key.Namespace, key.Name
-	oldCA := secretCert(t, ns, name+"-ca")
+	oldCA := secretCert(t, ns, name+clusterCA.secret)
 	require.Equal(t, []string{caKey(t, oldCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "the kubeconfig holds the cluster CA alone")
 	oldAdmin := hostedConfig(t, ns, name)
 	cfg := followingConfig(t, key)
@@ -215,9 +222,10 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 		assert.Less(t, dropping.Since.Sub(waiting.Since.Time), workerSigningDuration,
 			"the wait ended on the kubelet's renewal, before every certificate of the old CA could have expired")
 	}
+	// The etcd CA rotates beside while the cluster CA signs it.
 	worker.check(t, etcdLeaderChanged)
 
-	newCA := secretCert(t, ns, name+"-ca")
+	newCA := secretCert(t, ns, name+clusterCA.secret)
 	assert.NotEqual(t, caKey(t, oldCA), caKey(t, newCA), "<cluster>-ca holds the new CA")
 	assert.Equal(t, []string{caKey(t, newCA)}, caKeys(t, kubeconfigCA(t, ns, name)), "<cluster>-kubeconfig holds the new CA alone")
 	info, err := clusterInfoCA(ctx, hosted)
@@ -251,17 +259,14 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 // CA's Secret holds a new CA. The envtest TestEmergencyRotation shows that
 // certificates of the old CAs are refused then, by etcd's members and the
 // API servers.
-func authorityRotatedAloneWithWorker(t *testing.T, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string, a authority, secret string) {
+func authorityRotatedAloneWithWorker(t *testing.T, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string, a authority) {
 	ctx := testContext(t)
+	secret := key.Name + a.secret
 	oldCA := secretCert(t, key.Namespace, secret)
 	probe := a.key + "-counter"
 	worker := followWorker(t, cfg, hosted, hosted, nodeName, probe)
 	a.rotate(t, key, nil)
-	var listed func(string) bool
-	if a.key == v1alpha1.RotateEtcdCA {
-		listed = etcdLeaderChanged
-	}
-	worker.check(t, listed)
+	worker.check(t, a.listed)
 	assert.NotEqual(t, caKey(t, oldCA), caKey(t, secretCert(t, key.Namespace, secret)), "Secret %s holds a new CA", secret)
 	// Its requests every 100 ms would only load the worker from here on.
 	require.NoError(t, hosted.CoreV1().Pods("default").Delete(ctx, probe, metav1.DeleteOptions{}))

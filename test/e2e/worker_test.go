@@ -326,10 +326,10 @@ func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 		hosted, err = kubernetes.NewForConfig(cfg)
 		require.NoError(t, err)
 		t.Run("the etcd CA rotated alone with no failed request", func(t *testing.T) {
-			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, etcdCA, name+"-etcd")
+			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, etcdCA)
 		})
 		t.Run("the front proxy CA rotated alone with no failed request", func(t *testing.T) {
-			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, frontProxyCA, name+"-proxy")
+			authorityRotatedAloneWithWorker(t, cfg, hosted, key, nodeName, frontProxyCA)
 		})
 		// The store outlives the subtest: deleting the Cluster takes a
 		// final snapshot.

@@ -265,11 +265,7 @@ func containsAll(urls, want []string) bool {
 // Before is, of the members starting (peer URLs), those that start before
 // the member whose peer URLs are self: those whose peer URL sorts before
 // each of self's. Members added together start one after the other in that
-// order: etcd asks every member for its version as it starts, and a member
-// that is itself starting takes the connection and answers nothing until
-// its own start is done, so two that start together each wait out the
-// other's timeouts (seconds each), while a member whose etcd has not
-// started yet refuses the connection at once.
+// order (see the package doc for why).
 func Before(starting, self []string) []string {
 	var out []string
 	for _, u := range starting {
