@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
@@ -51,6 +57,9 @@ type authority struct {
 	// listed are the failures its rotation alone may cause that are
 	// listed rather than counted (rotationClients.stopListing).
 	listed func(failure string) bool
+	// accepts is nil when what verifies the CA's certificates takes a
+	// client certificate ca signs, and why not otherwise.
+	accepts func(ctx context.Context, key client.ObjectKey, ca *pkitest.KeyPair) error
 }
 
 var (
@@ -66,15 +75,114 @@ var (
 			return &h.Status.CertificateAuthorities.Etcd
 		},
 		// It restarts each etcd member.
-		listed: etcdLeaderChanged,
+		listed:  etcdLeaderChanged,
+		accepts: etcdAccepts,
 	}
 	frontProxyCA = authority{
 		key: v1alpha1.RotateFrontProxyCA, secret: "-proxy", condition: v1alpha1.FrontProxyCAReadyCondition,
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.FrontProxy
 		},
+		accepts: frontProxyAccepts,
 	}
 )
+
+// etcdAccepts is nil when every etcd member of the Cluster at key serves
+// a client whose certificate ca signs (GET /health), reached by port
+// forwarding.
+func etcdAccepts(ctx context.Context, key client.ObjectKey, ca *pkitest.KeyPair) error {
+	leaf, err := ca.Issue("e2e-etcd-client", nil)
+	if err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(key.Namespace),
+		client.MatchingLabels{contract.ComponentLabel: contract.EtcdComponent, contract.InstanceLabel: key.Name}); err != nil {
+		return err
+	}
+	if len(pods.Items) == 0 {
+		return errors.New("no etcd pod")
+	}
+	// The member's own certificate is not what is looked at here.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{ //nolint:gosec
+		Certificates: []tls.Certificate{leaf.TLSCertificate(ca)}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12,
+	}}}
+	defer httpClient.CloseIdleConnections()
+	var errs []error
+	for _, p := range pods.Items {
+		errs = append(errs, forwarded(ctx, key.Namespace, p.Name, 2379, func(addr string) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/health", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("etcd %s: %w", p.Name, err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("etcd %s: GET /health: %s", p.Name, resp.Status)
+			}
+			return nil
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// frontProxyAccepts is nil when the API server of the Cluster at key takes
+// the user a front proxy names in its header (a SelfSubjectReview as
+// alice) from a client whose certificate, front-proxy-client, ca signs.
+func frontProxyAccepts(ctx context.Context, key client.ObjectKey, ca *pkitest.KeyPair) error {
+	leaf, err := ca.Issue("front-proxy-client", nil)
+	if err != nil {
+		return err
+	}
+	leafKey, err := leaf.KeyPEM()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := local.Kubeconfig(ctx, k8s, key)
+	if err != nil {
+		return err
+	}
+	admin, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.Dial = cluster.DialContext
+	cfg.CertData, cfg.KeyData = slices.Concat(leaf.CertPEM(), ca.CertPEM()), leafKey
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	defer httpClient.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Host+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Remote-User", "alice")
+	req.Header.Set("X-Remote-Group", "system:authenticated")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("the API server refused the request: %s %s", resp.Status, msg)
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := json.NewDecoder(resp.Body).Decode(review); err != nil {
+		return err
+	}
+	if user := review.Status.UserInfo.Username; user != "alice" {
+		return fmt.Errorf("the API server took the request as %q, not as the user the header names", user)
+	}
+	return nil
+}
 
 // rotate asks for a rotation of the CA of the HostedControlPlane at key
 // and waits until it is done, calling observe (unless nil) with the
@@ -256,18 +364,25 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 // does, but, for the etcd CA, whose rotation restarts each of the three
 // etcd members three times, one at a time, a write etcd may time out as
 // its leader changes (etcdLeaderChanged), which is listed. Afterwards the
-// CA's Secret holds a new CA. The envtest TestEmergencyRotation shows that
-// certificates of the old CAs are refused then, by etcd's members and the
-// API servers.
+// CA's Secret holds a new CA, and what verifies the CA's certificates
+// (every etcd member; the API server, of a front proxy) refuses a client
+// certificate the old CA signs, which it took before, and takes one of the
+// new CA.
 func authorityRotatedAloneWithWorker(t *testing.T, cfg *rest.Config, hosted kubernetes.Interface, key client.ObjectKey, nodeName string, a authority) {
 	ctx := testContext(t)
 	secret := key.Name + a.secret
-	oldCA := secretCert(t, key.Namespace, secret)
+	oldCA := secretCA(t, key.Namespace, secret)
+	require.NoError(t, a.accepts(ctx, key, oldCA), "before: a client certificate of the CA in %s is taken", secret)
 	probe := a.key + "-counter"
 	worker := followWorker(t, cfg, hosted, hosted, nodeName, probe)
 	a.rotate(t, key, nil)
 	worker.check(t, a.listed)
-	assert.NotEqual(t, caKey(t, oldCA), caKey(t, secretCert(t, key.Namespace, secret)), "Secret %s holds a new CA", secret)
+	newCA := secretCA(t, key.Namespace, secret)
+	assert.False(t, oldCA.Cert.Equal(newCA.Cert), "Secret %s holds a new CA", secret)
+	err := a.accepts(ctx, key, oldCA)
+	assert.Error(t, err, "after: a client certificate of the old CA is refused")
+	t.Logf("a client certificate of the old %s, after its rotation: %v", a.key, err)
+	assert.NoError(t, a.accepts(ctx, key, newCA), "after: a client certificate of the new CA is taken")
 	// Its requests every 100 ms would only load the worker from here on.
 	require.NoError(t, hosted.CoreV1().Pods("default").Delete(ctx, probe, metav1.DeleteOptions{}))
 }
@@ -422,6 +537,17 @@ func secretCert(t *testing.T, ns, name string) []byte {
 	secret := &corev1.Secret{}
 	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, secret))
 	return secret.Data[corev1.TLSCertKey]
+}
+
+// secretCA is the CA (tls.crt and tls.key) a Secret of the management
+// cluster holds.
+func secretCA(t *testing.T, ns, name string) *pkitest.KeyPair {
+	t.Helper()
+	secret := &corev1.Secret{}
+	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, secret))
+	ca, err := pkitest.Parse(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	require.NoError(t, err)
+	return ca
 }
 
 // kubeconfigCA is the CA bundle <cluster>-kubeconfig holds.

@@ -303,35 +303,46 @@ func servedSerial(ctx context.Context, dial func(ctx context.Context, network, a
 // management cluster presents on port, reached by port forwarding (so no
 // network policy is in the way).
 func podSerial(ctx context.Context, ns, pod string, port int) (string, error) {
+	var serial string
+	err := forwarded(ctx, ns, pod, port, func(addr string) (err error) {
+		serial, err = servedSerial(ctx, (&net.Dialer{}).DialContext, addr)
+		return err
+	})
+	return serial, err
+}
+
+// forwarded calls use with a local address forwarded to port of a pod of
+// the management cluster, until it returns.
+func forwarded(ctx context.Context, ns, pod string, port int, use func(addr string) error) error {
 	transport, upgrader, err := spdy.RoundTripperFor(mgmt.REST)
 	if err != nil {
-		return "", err
+		return err
 	}
 	u, err := url.Parse(mgmt.REST.Host + "/api/v1/namespaces/" + ns + "/pods/" + pod + "/portforward")
 	if err != nil {
-		return "", err
+		return err
 	}
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
 	stop, ready := make(chan struct{}), make(chan struct{})
 	defer close(stop)
 	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, io.Discard)
 	if err != nil {
-		return "", err
+		return err
 	}
 	failed := make(chan error, 1)
 	go func() { failed <- pf.ForwardPorts() }()
 	select {
 	case <-ready:
 	case err := <-failed:
-		return "", fmt.Errorf("port-forward to %s: %w", pod, err)
+		return fmt.Errorf("port-forward to %s: %w", pod, err)
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return ctx.Err()
 	}
 	ports, err := pf.GetPorts()
 	if err != nil {
-		return "", err
+		return err
 	}
-	return servedSerial(ctx, (&net.Dialer{}).DialContext, "127.0.0.1:"+strconv.Itoa(int(ports[0].Local)))
+	return use("127.0.0.1:" + strconv.Itoa(int(ports[0].Local)))
 }
 
 // apiServerSerial is the serial number of the certificate the API server

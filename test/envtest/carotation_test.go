@@ -2,7 +2,6 @@ package envtest
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -44,6 +43,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 )
 
 // An emergency rotation (rotate=emergency, with the old service account
@@ -759,16 +759,12 @@ func kubeletRenews(t *testing.T, workload kubernetes.Interface, secret *corev1.S
 		csr, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
 		return err
 	})
-	caCert := parseCert(t, secret.Data["tls.crt"])
-	block, _ := pem.Decode(secret.Data["tls.key"])
-	require.NotNil(t, block)
-	caKey, err := parsePrivateKey(block.Bytes)
-	require.NoError(t, err)
+	ca := parseCA(t, secret)
 	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: subject,
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, key.Public(), caKey)
+	}, ca.Cert, key.Public(), ca.Key)
 	require.NoError(t, err)
 	csr.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	answered(t, func() error {
@@ -788,35 +784,18 @@ func signedClient(t *testing.T, secret *corev1.Secret) *tls.Config {
 // signedClientOf is signedClient with commonName as its subject.
 func signedClientOf(t *testing.T, secret *corev1.Secret, commonName string) *tls.Config {
 	t.Helper()
-	caCert := parseCert(t, secret.Data["tls.crt"])
-	block, _ := pem.Decode(secret.Data["tls.key"])
-	require.NotNil(t, block)
-	caKey, err := parsePrivateKey(block.Bytes)
+	ca := parseCA(t, secret)
+	leaf, err := ca.Issue(commonName, nil)
 	require.NoError(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: commonName},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
-	require.NoError(t, err)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der, caCert.Raw}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+	return &tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate(ca)}, MinVersion: tls.VersionTLS12}
 }
 
-func parsePrivateKey(der []byte) (crypto.Signer, error) {
-	if k, err := x509.ParseECPrivateKey(der); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
-		return nil, err
-	}
-	return k.(crypto.Signer), nil
+// parseCA is the CA (tls.crt and tls.key) secret holds.
+func parseCA(t *testing.T, secret *corev1.Secret) *pkitest.KeyPair {
+	t.Helper()
+	ca, err := pkitest.Parse(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	require.NoError(t, err)
+	return ca
 }
 
 // adminCredentials are the admin client certificate of <cluster>-kubeconfig,

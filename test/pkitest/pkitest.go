@@ -1,12 +1,15 @@
 package pkitest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -18,7 +21,7 @@ import (
 // KeyPair is a certificate with its private key.
 type KeyPair struct {
 	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
+	Key  crypto.Signer
 }
 
 // certValidity covers any test run and a quickstart left running for a while.
@@ -36,7 +39,8 @@ func newKeyPair(tmpl *x509.Certificate, parent *KeyPair) (*KeyPair, error) {
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = time.Now().Add(-time.Minute)
 	tmpl.NotAfter = time.Now().Add(certValidity)
-	signer, signerCert := key, tmpl
+	var signer crypto.Signer = key
+	signerCert := tmpl
 	if parent != nil {
 		signer, signerCert = parent.Key, parent.Cert
 	}
@@ -82,14 +86,67 @@ func (ca *KeyPair) Issue(name string, groups []string, hosts ...string) (*KeyPai
 	return newKeyPair(tmpl, ca)
 }
 
+// Parse is the pair a PEM encoded certificate and private key (PKCS #1,
+// PKCS #8 or SEC 1, as cert-manager writes them in a Secret's tls.crt and
+// tls.key) make: a CA of a cluster that tests then sign with.
+func Parse(certPEM, keyPEM []byte) (*KeyPair, error) {
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return nil, errors.New("no PEM block in the certificate or the key")
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := parseKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+func parseKey(der []byte) (crypto.Signer, error) {
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, nil
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("a private key of %T cannot sign", k)
+	}
+	return signer, nil
+}
+
+// TLSCertificate is the pair as a client or server presents it, with the
+// certificates of chain (its issuers, for a peer that trusts only a root
+// above them) after its own.
+func (kp *KeyPair) TLSCertificate(chain ...*KeyPair) tls.Certificate {
+	c := tls.Certificate{Certificate: [][]byte{kp.Cert.Raw}, PrivateKey: kp.Key, Leaf: kp.Cert}
+	for _, issuer := range chain {
+		c.Certificate = append(c.Certificate, issuer.Cert.Raw)
+	}
+	return c
+}
+
 // CertPEM is the certificate, PEM encoded.
 func (kp *KeyPair) CertPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Cert.Raw})
 }
 
-// KeyPEM is the private key, PEM encoded.
+// KeyPEM is the private key, PEM encoded (SEC 1): one this package made.
 func (kp *KeyPair) KeyPEM() ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(kp.Key)
+	key, ok := kp.Key.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("only the ECDSA keys this package makes are written, not a %T", kp.Key)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +168,7 @@ func (kp *KeyPair) Write(dir, name string) error {
 // WritePublicKey stores the public half of the pair as <name>.pub in dir,
 // as the API server reads service account keys.
 func (kp *KeyPair) WritePublicKey(dir, name string) error {
-	der, err := x509.MarshalPKIXPublicKey(&kp.Key.PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(kp.Key.Public())
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
 	}
