@@ -10,7 +10,9 @@
 // etcd's own request for the cluster (GET /members over the peer TLS, from
 // the member's pod, with its certificate) listing exactly the members the
 // member read, itself among them, within five minutes (see package join),
-// so that it joins on its first start.
+// so that it joins on its first start; and one that etcd lists as a voter
+// that has run, which lost its data, never starts etcd: it exits with
+// join.ExitLostData for the controller to replace it.
 //
 // Its flags are etcd's own, with the values the etcd container is given;
 // the initial cluster and its state come from etcd's environment variables,

@@ -38,7 +38,8 @@ const (
 // --data-dir, --initial-advertise-peer-urls and peer TLS files; the initial
 // cluster and its state come from env. It returns 1 only when the initial
 // cluster read at start is stale, so that the kubelet starts the container
-// again, which reads it anew.
+// again, which reads it anew, and join.ExitLostData when the member lost
+// its data as a voter, so that etcd never starts on it.
 func waitForPeers(ctx context.Context, args []string, env func(string) string, out io.Writer, log *slog.Logger) int {
 	m, files, err := parseJoin(args, env, out)
 	if err != nil {
@@ -85,6 +86,12 @@ func waitForPeers(ctx context.Context, args []string, env func(string) string, o
 		return 0
 	}
 	log.Info("a peer lets the member join", "peer", peer, "after", time.Since(start).String())
+	if voters, err := peers.Voters(ctx, peer); err != nil {
+		log.Info("cannot tell whether the member has run as a voter before; etcd starts", "error", why(err))
+	} else if join.LostData(voters, self) {
+		log.Error("the peer lists this member as a voter that has run, and its data directory is empty: its data is lost, and etcd must not start as that voter; the controller replaces the member", "peer", peer)
+		return join.ExitLostData
+	}
 	waitBefore(ctx, log, peers, peer, self)
 	log.Info("etcd starts", "after", time.Since(start).String())
 	return 0

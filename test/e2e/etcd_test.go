@@ -64,14 +64,16 @@ func TestEtcdMembership(t *testing.T) {
 		t.Logf("3 healthy voters %s after the pod and volume of %s were deleted", took.Round(time.Second), victim)
 		// The replacement, on a new volume, joins on its first start: the
 		// pod the StatefulSet made after the controller deleted the one
-		// whose etcd refused to start.
+		// whose wait for peers found its data lost (etcd listed it as a
+		// voter that has run), where etcd never started.
 		assert.Equal(t, map[string]int32{}, etcdRestarts(t, key), "etcd containers that restarted")
 		events := &corev1.EventList{}
 		require.NoError(t, k8s.List(testContext(t), events, client.InNamespace(ns)))
 		replaced := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
-			return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, victim)
+			return e.Reason == v1alpha1.EtcdMemberReplacedReason && strings.Contains(e.Message, victim) &&
+				strings.Contains(e.Message, "its data directory is empty while etcd lists it as a voter that has run")
 		})
-		assert.True(t, replaced, "an event tells that %s was replaced", victim)
+		assert.True(t, replaced, "an event tells that %s was replaced as its data was found lost before etcd started", victim)
 	})
 
 	t.Run("a flag etcd refuses stops the rollout and deletes nothing", func(t *testing.T) {

@@ -191,6 +191,13 @@ func TestNextChange(t *testing.T) {
 		m.HealthyClaims = map[string]string{m.Members[i].Name: "claim-old"}
 		return m
 	}
+	// lostData: the member's wait for peers found its data directory empty
+	// while etcd lists it as a voter that has run; etcd never started.
+	lostData := func(m *render.EtcdMembership, since time.Duration, i int) *render.EtcdMembership {
+		m = down(m, since, i)
+		m.Members[i].Pod = render.EtcdPod{Revision: "demo-etcd-a", Waiting: "PodInitializing", LostData: true}
+		return m
+	}
 	replaced := func(m *render.EtcdMembership, ago ...time.Duration) *render.EtcdMembership {
 		for _, a := range ago {
 			m.Replacements = append(m.Replacements, render.EtcdReplacement{Member: "demo-etcd-1", At: now.Add(-a)})
@@ -229,6 +236,12 @@ func TestNextChange(t *testing.T) {
 			want: "replacing member demo-etcd-1, down since 2026-11-23T11:59:55Z on the pod spec it ran healthy on, as its etcd refuses its data " +
 				"(its etcd container exited with code 2 (Error))",
 		},
+		"a voter whose data is lost, at once": {
+			replicas: 3, m: lostData(membership(3), 5*time.Second, 1),
+			want: "replacing member demo-etcd-1, down since 2026-11-23T11:59:55Z on the pod spec it ran healthy on " +
+				"(its data directory is empty while etcd lists it as a voter that has run: its data is lost)",
+		},
+		"a voter whose data is lost, no quorum":       {replicas: 3, m: down(lostData(membership(3), 5*time.Second, 1), 5*time.Second, 2)},
 		"a voter on a new volume, no quorum":          {replicas: 3, m: down(newVolume(membership(3), 5*time.Second, 1), 5*time.Second, 2)},
 		"a voter on a new volume, within the backoff": {replicas: 3, m: replaced(newVolume(membership(3), 5*time.Second, 1), 5*time.Minute)},
 		"two of three voters down":                    {replicas: 3, m: down(membership(3), 2*time.Minute, 1, 2)},

@@ -123,6 +123,10 @@
 //     HealthyClaimsAnnotation), and whose etcd exits by itself with an
 //     error, even once (Lost), has lost its data for certain: no wait or
 //     restart can bring it back, and nothing is on the new volume to lose.
+//     So has a member on the very revision it ran healthy on whose pod's
+//     wait for peers found its data directory empty while etcd lists it as
+//     a voter that has run (it exits with join.ExitLostData, and etcd never
+//     starts on it, see package join).
 //     That member is replaced at once;
 //   - anything else (Elsewhere) is no evidence about the data and is left
 //     alone, said in EtcdReady (EtcdMemberDown) once it lasts longer than

@@ -194,8 +194,12 @@ func (c Change) String() string {
 	case Promote:
 		return "promoting member " + c.Name + " to a voter"
 	case Replace:
-		return fmt.Sprintf("replacing member %s, down since %s on the pod spec it ran healthy on, as its etcd refuses its data (%s)",
-			c.Name, c.Member.DownSince.UTC().Format(time.RFC3339), c.Why)
+		cause := ", as its etcd refuses its data"
+		if c.Member.Pod.LostData {
+			cause = ""
+		}
+		return fmt.Sprintf("replacing member %s, down since %s on the pod spec it ran healthy on%s (%s)",
+			c.Name, c.Member.DownSince.UTC().Format(time.RFC3339), cause, c.Why)
 	default:
 		return "removing member " + c.Name
 	}

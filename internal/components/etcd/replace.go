@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd/join"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 )
@@ -69,7 +70,10 @@ const (
 	// Lost: the member ran healthy on the very spec it has, on another
 	// volume than the one its pod has now (the claim was deleted and the
 	// StatefulSet made a new, empty one), and its etcd ends by itself with
-	// an error: its data is gone for certain, and no wait brings it back.
+	// an error; or its pod's wait for peers found its data directory empty
+	// while etcd lists it as a voter that has run (join.LostData), and etcd
+	// never started: its data is gone for certain, and no wait brings it
+	// back.
 	Lost
 )
 
@@ -91,6 +95,8 @@ func Diagnose(member render.EtcdMember, ranHealthyOn, healthyClaim string) Diagn
 		d.Cause = Elsewhere
 	case p.Revision != ranHealthyOn:
 		d.Cause = NewSpec
+	case p.LostData:
+		d.Cause = Lost
 	case endsByItself(p) && healthyClaim != "" && p.Claim != "" && p.Claim != healthyClaim:
 		d.Cause = Lost
 	case endsByItself(p) && p.Restarts >= minRestarts:
@@ -122,6 +128,8 @@ func says(p render.EtcdPod) string {
 		return "it has no pod"
 	case p.Waiting == "Unschedulable":
 		return "its pod has no node: " + p.Message
+	case p.LostData:
+		return "its data directory is empty while etcd lists it as a voter that has run: its data is lost"
 	case p.Running:
 		return "its etcd container runs but etcd does not answer"
 	case p.Exit != nil:
@@ -279,7 +287,10 @@ func downOutcome(m *render.EtcdMembership, voters []render.EtcdMember, v render.
 			return readiness.Outcome{}, false
 		}
 		why := fmt.Sprintf("member %s is down since %s on the pod spec it ran healthy on, and its etcd refuses its data: %s", v.Name, since, d.Says)
-		if d.Cause == Lost {
+		switch {
+		case v.Pod.LostData:
+			why = fmt.Sprintf("member %s is down since %s on the pod spec it ran healthy on: %s", v.Name, since, d.Says)
+		case d.Cause == Lost:
 			why = fmt.Sprintf("member %s is down since %s on the pod spec it ran healthy on, with a new, empty volume (not the one it ran healthy on): %s", v.Name, since, d.Says)
 		}
 		at, limited, allowed := mayReplace(m.Replacements, v.Name, now)
@@ -334,6 +345,16 @@ func podFacts(p *corev1.Pod) render.EtcdPod {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			facts.Waiting, facts.Message = c.Reason, c.Message
 		}
+	}
+	for _, c := range p.Status.InitContainerStatuses {
+		if c.Name != joinContainerName {
+			continue
+		}
+		ended := c.State.Terminated
+		if ended == nil {
+			ended = c.LastTerminationState.Terminated
+		}
+		facts.LostData = ended != nil && ended.ExitCode == join.ExitLostData
 	}
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Name != "etcd" {

@@ -51,6 +51,14 @@ func TestDiagnose(t *testing.T) {
 			pod: func() render.EtcdPod { p := crash(2, "Error", lostLog); p.Restarts, p.Claim = 0, "c2"; return p }(), healthyOn: "a", cause: Lost,
 			says: "its etcd container exited with code 2 (Error): panic: tocommit(812) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?",
 		},
+		"its wait for peers found its data lost, etcd never started": {
+			pod: render.EtcdPod{Revision: "a", Waiting: "PodInitializing", LostData: true}, healthyOn: "a", cause: Lost,
+			says: "its data directory is empty while etcd lists it as a voter that has run: its data is lost",
+		},
+		"its wait for peers found its data lost, on a spec it never ran healthy on (the rollout stops)": {
+			pod: render.EtcdPod{Revision: "b", Waiting: "PodInitializing", LostData: true}, healthyOn: "a", cause: NewSpec,
+			says: "its data directory is empty while etcd lists it as a voter that has run: its data is lost",
+		},
 		"a new volume, but a new spec too": {
 			pod: func() render.EtcdPod { p := crash(2, "Error", badFlag); p.Revision, p.Claim = "b", "c2"; return p }(), healthyOn: "a", cause: NewSpec,
 			says: `its etcd container exited with code 2 (Error): invalid value "not-a-number" for flag -snapshot-count: parse error`,
@@ -126,6 +134,27 @@ func TestPodFacts(t *testing.T) {
 		Revision: "demo-etcd-5f", Waiting: "CrashLoopBackOff", Message: "back-off 40s", Restarts: 3,
 		Exit: &render.EtcdExit{Code: 2, Reason: "Error", Message: badFlag},
 	}, podFacts(p))
+	// The wait for peers exits with join.ExitLostData (3), again and again:
+	// it is waiting for the kubelet's back-off, the last exit in its last
+	// state. Another init container's exit with the same code is not it.
+	lost := &corev1.Pod{Status: corev1.PodStatus{
+		InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "restore", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
+			{
+				Name: joinContainerName, RestartCount: 2,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}},
+			},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}},
+	}}
+	assert.Equal(t, render.EtcdPod{Waiting: "PodInitializing", LostData: true}, podFacts(lost))
+	other := lost.DeepCopy()
+	other.Status.InitContainerStatuses[1].LastTerminationState.Terminated.ExitCode = 1
+	assert.False(t, podFacts(other).LostData, "an exit of the wait for another reason")
+	other.Status.InitContainerStatuses[1].Name = "restore-2"
+	other.Status.InitContainerStatuses[1].LastTerminationState.Terminated.ExitCode = 3
+	assert.False(t, podFacts(other).LostData, "another init container's exit")
 	pending := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "no node",
 	}}}}

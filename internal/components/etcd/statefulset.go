@@ -164,6 +164,10 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 // peers with.
 var joinFlags = []string{"name", "data-dir", "initial-advertise-peer-urls", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file"}
 
+// joinContainerName names joinContainer, whose exit the controller reads
+// (join.ExitLostData).
+const joinContainerName = "wait-for-peers"
+
 // joinContainer lets a member that joins start etcd only once a peer would
 // let it join (cmd/etcd-restore --wait-for-peers, package join): etcd asks
 // its peers for the cluster once as it starts, and exits when none answers
@@ -171,7 +175,7 @@ var joinFlags = []string{"name", "data-dir", "initial-advertise-peer-urls", "pee
 // through etcd's own mounts read-only, and takes etcd's resources, so that
 // the pod asks for no more than etcd does.
 func joinContainer(in render.Input, etcd corev1.Container) corev1.Container {
-	c := render.Container("wait-for-peers", in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore",
+	c := render.Container(joinContainerName, in.Settings.EtcdRestoreImage, v1alpha1.Container{}, "/etcd-restore",
 		append([]string{"--wait-for-peers"}, argsOf(etcd, joinFlags)...))
 	c.Resources = etcd.Resources
 	c.Env = slices.Clone(etcd.Env)

@@ -47,6 +47,10 @@ type EtcdPod struct {
 	// Claim is the UID of the claim of its data volume; empty when it has
 	// none (yet).
 	Claim string
+	// LostData tells that its wait for peers last ended finding its data
+	// directory empty while etcd lists it as a voter that has run
+	// (join.ExitLostData): its data is gone, and etcd did not start on it.
+	LostData bool
 }
 
 // EtcdExit is how an etcd container ended.

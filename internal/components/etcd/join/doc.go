@@ -25,6 +25,18 @@
 // listed, and when the initial cluster it read predates that, it exits so
 // that the kubelet starts it again, reading it anew (ErrStale).
 //
+// A member whose volume was lost (deleted, or a new one on another node)
+// starts with an empty data directory while etcd still lists it as a
+// voter that has run. etcd would take that voter's identity with an empty
+// log, which breaks raft's safety (a voter that forgot what it accepted may
+// elect a leader that lacks committed entries), and then fail in ways that
+// held a replacement up for half a minute in a test. So the wait asks the
+// peer that let it join which voters have started (Voters), and when the
+// member is one of them (LostData) it exits with ExitLostData instead:
+// etcd never starts on it, and the controller, which reads that exit from
+// the pod's status, replaces the member at once (removes it, deletes its
+// pod and volume, and adds it again as a learner).
+//
 // Members added together (a scale from one member to three adds two
 // learners at once) then start one after the other: as it starts, etcd asks
 // every member for its version and whether a downgrade is under way, each

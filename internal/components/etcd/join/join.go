@@ -132,6 +132,27 @@ func (p *Peers) Members(ctx context.Context, peerURL string) ([]string, error) {
 	return p.peerURLs(ctx, peerURL, func(member) bool { return true })
 }
 
+// Voters is the peer URLs of the voting members that the peer at peerURL
+// lists as started (their names published): each has run, on data of its
+// own.
+func (p *Peers) Voters(ctx context.Context, peerURL string) ([]string, error) {
+	return p.peerURLs(ctx, peerURL, func(m member) bool { return m.Name != "" && !m.IsLearner })
+}
+
+// LostData tells whether a joining member, whose peer URLs are self and
+// whose data directory is empty, is one of voters (as Voters lists them):
+// a voter that has run and lost its data (its volume lost or new). etcd
+// would start it under that voter's identity with an empty log, which
+// raft's safety forbids: a voter that forgot what it accepted may elect a
+// leader that lacks committed entries. It must join as a new member
+// instead: removed, added again as a learner, on an empty volume (the
+// controller's replacement, which ExitLostData tells it to make).
+func LostData(voters, self []string) bool { return containsAll(voters, self) }
+
+// ExitLostData is the exit code of the wait when LostData holds, which the
+// controller reads from the pod's status.
+const ExitLostData = 3
+
 // Starting is the peer URLs of the members that the peer at peerURL lists
 // and that have not started yet: a member publishes its name once it has
 // started, and learners just added have none.
@@ -178,8 +199,9 @@ func (p *Peers) Serves(ctx context.Context, peerURL string) error {
 
 // member is a member as a peer lists it.
 type member struct {
-	Name     string   `json:"name"`
-	PeerURLs []string `json:"peerURLs"`
+	Name      string   `json:"name"`
+	PeerURLs  []string `json:"peerURLs"`
+	IsLearner bool     `json:"isLearner"`
 }
 
 // ErrAnswer is an answer etcd would not join with.

@@ -154,6 +154,11 @@ func TestMembers(t *testing.T) {
 	starting, err := peers.Starting(t.Context(), peer)
 	require.NoError(t, err)
 	assert.Equal(t, []string{url2}, starting, "the learner that has published no name has not started")
+	voters, err := peers.Voters(t.Context(), peer)
+	require.NoError(t, err)
+	assert.Equal(t, []string{url0, url1}, voters, "the voters that have started, not the learner")
+	assert.True(t, LostData(voters, []string{url1}), "a voter that has run, starting with an empty data directory")
+	assert.False(t, LostData(voters, []string{url2}), "a learner just added joins")
 	require.NoError(t, peers.Serves(t.Context(), peer))
 
 	_, err = peers.Members(t.Context(), peer+"/nothing")
