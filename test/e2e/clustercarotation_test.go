@@ -34,7 +34,6 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/test/pkitest"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
-	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
 )
 
 // workerSigningDuration is the hosted controller manager's
@@ -141,16 +140,12 @@ func frontProxyAccepts(ctx context.Context, key client.ObjectKey, ca *pkitest.Ke
 	if err != nil {
 		return err
 	}
-	kubeconfig, err := local.Kubeconfig(ctx, k8s, key)
-	if err != nil {
-		return err
-	}
-	admin, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	admin, err := kubeconfigOf(ctx, key)
 	if err != nil {
 		return err
 	}
 	cfg := rest.AnonymousClientConfig(admin)
-	cfg.Dial = cluster.DialContext
+	cfg.Dial = admin.Dial
 	cfg.CertData, cfg.KeyData = slices.Concat(leaf.CertPEM(), ca.CertPEM()), leafKey
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -398,11 +393,7 @@ func followingConfig(t *testing.T, key client.ObjectKey) *rest.Config {
 	file := filepath.Join(t.TempDir(), "admin.pem")
 	ctx := testContext(t)
 	write := func() error {
-		kubeconfig, err := local.Kubeconfig(ctx, k8s, key)
-		if err != nil {
-			return err
-		}
-		current, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		current, err := kubeconfigOf(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -282,12 +282,24 @@ func apply(t testing.TB, ns, yaml string) {
 // Gateway's domain resolve as the machine's DNS would publish them.
 func hostedConfig(t testing.TB, ns, clusterName string) *rest.Config {
 	t.Helper()
-	kubeconfig, err := local.Kubeconfig(testContext(t), k8s, client.ObjectKey{Namespace: ns, Name: clusterName})
+	cfg, err := kubeconfigOf(testContext(t), client.ObjectKey{Namespace: ns, Name: clusterName})
 	require.NoError(t, err)
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
-	require.NoError(t, err)
-	cfg.Dial = cluster.DialContext
 	return cfg
+}
+
+// kubeconfigOf is hostedConfig of the Cluster at key, as the kubeconfig
+// holds it now.
+func kubeconfigOf(ctx context.Context, key client.ObjectKey) (*rest.Config, error) {
+	kubeconfig, err := local.Kubeconfig(ctx, k8s, key)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = cluster.DialContext
+	return cfg, nil
 }
 
 // controlPlaneOf is the HostedControlPlane of a Cluster.
