@@ -31,8 +31,11 @@
 // log, which breaks raft's safety (a voter that forgot what it accepted may
 // elect a leader that lacks committed entries), and then fail in ways that
 // held a replacement up for half a minute in a test. So the wait asks the
-// peer that let it join which voters have started (Voters), and when the
-// member is one of them (LostData) it exits with ExitLostData instead:
+// peer that let it join which voters have run (Voters: those that
+// published their client URLs; the founders of a cluster are listed with
+// their names before they ever start, and one that never did joins as
+// before), and when the member is one of them (LostData) it exits with
+// ExitLostData instead:
 // etcd never starts on it, and the controller, which reads that exit from
 // the pod's status, replaces the member at once (removes it, deletes its
 // pod and volume, and adds it again as a learner).

@@ -133,10 +133,12 @@ func (p *Peers) Members(ctx context.Context, peerURL string) ([]string, error) {
 }
 
 // Voters is the peer URLs of the voting members that the peer at peerURL
-// lists as started (their names published): each has run, on data of its
-// own.
+// lists as having run: each published its client URLs, which a member does
+// once it has started, on data of its own. A name alone is no sign: the
+// founders of a cluster are listed with the names of the initial cluster
+// before they ever start.
 func (p *Peers) Voters(ctx context.Context, peerURL string) ([]string, error) {
-	return p.peerURLs(ctx, peerURL, func(m member) bool { return m.Name != "" && !m.IsLearner })
+	return p.peerURLs(ctx, peerURL, func(m member) bool { return len(m.ClientURLs) > 0 && !m.IsLearner })
 }
 
 // LostData tells whether a joining member, whose peer URLs are self and
@@ -199,9 +201,10 @@ func (p *Peers) Serves(ctx context.Context, peerURL string) error {
 
 // member is a member as a peer lists it.
 type member struct {
-	Name      string   `json:"name"`
-	PeerURLs  []string `json:"peerURLs"`
-	IsLearner bool     `json:"isLearner"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	IsLearner  bool     `json:"isLearner"`
 }
 
 // ErrAnswer is an answer etcd would not join with.

@@ -27,6 +27,7 @@ const (
 	url0    = "https://demo-etcd-0.demo-etcd-peer.ns.svc:2380"
 	url1    = "https://demo-etcd-1.demo-etcd-peer.ns.svc:2380"
 	url2    = "https://demo-etcd-2.demo-etcd-peer.ns.svc:2380"
+	url3    = "https://demo-etcd-3.demo-etcd-peer.ns.svc:2380"
 	cluster = "demo-etcd-2=" + url2 + ",demo-etcd-0=" + url0 + ",demo-etcd-1=" + url1
 )
 
@@ -135,7 +136,11 @@ func TestMembers(t *testing.T) {
 			return
 		}
 		w.Header().Set("X-Etcd-Cluster-ID", "cdf818194e3a8c32")
-		_, _ = w.Write([]byte(`[{"id":1,"peerURLs":["` + url1 + `"],"name":"demo-etcd-1"},{"id":2,"peerURLs":["` + url0 + `"],"name":"demo-etcd-0"},{"id":3,"peerURLs":["` + url2 + `"],"isLearner":true}]`))
+		// demo-etcd-3 founded the cluster and never started: listed with the
+		// initial cluster's name, without client URLs.
+		_, _ = w.Write([]byte(`[{"id":1,"peerURLs":["` + url1 + `"],"name":"demo-etcd-1","clientURLs":["https://demo-etcd-1:2379"]},` +
+			`{"id":2,"peerURLs":["` + url0 + `"],"name":"demo-etcd-0","clientURLs":["https://demo-etcd-0:2379"]},` +
+			`{"id":3,"peerURLs":["` + url2 + `"],"isLearner":true},{"id":4,"peerURLs":["` + url3 + `"],"name":"demo-etcd-3"}]`))
 	})}
 	go func() { _ = srv.Serve(g) }()
 	defer func() { _ = srv.Close() }()
@@ -149,16 +154,17 @@ func TestMembers(t *testing.T) {
 	g.admitted.Store(true)
 	urls, err := peers.Members(t.Context(), peer)
 	require.NoError(t, err)
-	assert.Equal(t, []string{url0, url1, url2}, urls)
+	assert.Equal(t, []string{url0, url1, url2, url3}, urls)
 	assert.Equal(t, int32(3), g.handshakes.Load(), "each ask a new connection with the member's certificate")
 	starting, err := peers.Starting(t.Context(), peer)
 	require.NoError(t, err)
 	assert.Equal(t, []string{url2}, starting, "the learner that has published no name has not started")
 	voters, err := peers.Voters(t.Context(), peer)
 	require.NoError(t, err)
-	assert.Equal(t, []string{url0, url1}, voters, "the voters that have started, not the learner")
+	assert.Equal(t, []string{url0, url1}, voters, "the voters that have run, not the learner, nor the founder that never started")
 	assert.True(t, LostData(voters, []string{url1}), "a voter that has run, starting with an empty data directory")
 	assert.False(t, LostData(voters, []string{url2}), "a learner just added joins")
+	assert.False(t, LostData(voters, []string{url3}), "a founder that never started joins")
 	require.NoError(t, peers.Serves(t.Context(), peer))
 
 	_, err = peers.Members(t.Context(), peer+"/nothing")
