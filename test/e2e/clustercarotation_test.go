@@ -145,7 +145,6 @@ func frontProxyAccepts(ctx context.Context, key client.ObjectKey, ca *pkitest.Ke
 		return err
 	}
 	cfg := rest.AnonymousClientConfig(admin)
-	cfg.Dial = admin.Dial
 	cfg.CertData, cfg.KeyData = slices.Concat(leaf.CertPEM(), ca.CertPEM()), leafKey
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
