@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -185,7 +186,7 @@ spec:
 			return nil
 		})
 		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
-		watch.check(t)
+		watch.check(t, key)
 	})
 
 	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
@@ -218,6 +219,7 @@ type rollout struct {
 
 func watchRollout(t *testing.T, key client.ObjectKey) *rollout {
 	t.Helper()
+	ctx := testContext(t)
 	r := &rollout{done: make(chan struct{})}
 	r.wg.Go(func() {
 		for {
@@ -226,7 +228,7 @@ func watchRollout(t *testing.T, key client.ObjectKey) *rollout {
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
-			r.observe(t, key)
+			r.observe(ctx, key)
 		}
 	})
 	t.Cleanup(r.stop)
@@ -242,8 +244,7 @@ func (r *rollout) stop() {
 	r.wg.Wait()
 }
 
-func (r *rollout) observe(t *testing.T, key client.ObjectKey) {
-	ctx := testContext(t)
+func (r *rollout) observe(ctx context.Context, key client.ObjectKey) {
 	hcp := &v1alpha1.HostedControlPlane{}
 	pods := &corev1.PodList{}
 	if k8s.Get(ctx, key, hcp) != nil || k8s.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": hcp.Labels["cluster.x-k8s.io/cluster-name"]}) != nil {
@@ -285,9 +286,12 @@ func (r *rollout) observe(t *testing.T, key client.ObjectKey) {
 	}
 }
 
-func (r *rollout) check(t *testing.T) {
+// check stops watching after one last look, so a change made less than a
+// tick before is seen too.
+func (r *rollout) check(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	r.stop()
+	r.observe(testContext(t), key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	assert.Empty(t, r.early, "status.versions named the new version before every API server ran it")

@@ -293,6 +293,12 @@ func connect(kubeconfig string) (*rest.Config, client.Client, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// No client-side rate limit: every test of a suite shares this client,
+	// and client-go's default (5 requests a second per resource) queued
+	// their polls behind each other, so a test watching a rollout every
+	// 500ms could miss a step of it. The API server's priority and fairness
+	// still protects it.
+	cfg.QPS = -1
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	return cfg, c, err
 }
