@@ -186,7 +186,7 @@ spec:
 			return nil
 		})
 		require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
-		watch.check(t, key)
+		watch.check(t)
 	})
 
 	t.Run("deleting the Cluster removes every object and pod", func(t *testing.T) {
@@ -205,6 +205,7 @@ func setUnschedulable(t *testing.T, on bool) {
 
 // rollout records what a user watching an upgrade sees, every 500ms.
 type rollout struct {
+	key  client.ObjectKey // the control plane watched
 	mu   sync.Mutex
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -220,7 +221,7 @@ type rollout struct {
 func watchRollout(t *testing.T, key client.ObjectKey) *rollout {
 	t.Helper()
 	ctx := testContext(t)
-	r := &rollout{done: make(chan struct{})}
+	r := &rollout{key: key, done: make(chan struct{})}
 	r.wg.Go(func() {
 		for {
 			select {
@@ -228,7 +229,7 @@ func watchRollout(t *testing.T, key client.ObjectKey) *rollout {
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
-			r.observe(ctx, key)
+			r.observe(ctx)
 		}
 	})
 	t.Cleanup(r.stop)
@@ -244,7 +245,8 @@ func (r *rollout) stop() {
 	r.wg.Wait()
 }
 
-func (r *rollout) observe(ctx context.Context, key client.ObjectKey) {
+func (r *rollout) observe(ctx context.Context) {
+	key := r.key
 	hcp := &v1alpha1.HostedControlPlane{}
 	pods := &corev1.PodList{}
 	if k8s.Get(ctx, key, hcp) != nil || k8s.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": hcp.Labels["cluster.x-k8s.io/cluster-name"]}) != nil {
@@ -288,10 +290,10 @@ func (r *rollout) observe(ctx context.Context, key client.ObjectKey) {
 
 // check stops watching after one last look, so a change made less than a
 // tick before is seen too.
-func (r *rollout) check(t *testing.T, key client.ObjectKey) {
+func (r *rollout) check(t *testing.T) {
 	t.Helper()
 	r.stop()
-	r.observe(testContext(t), key)
+	r.observe(testContext(t))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	assert.Empty(t, r.early, "status.versions named the new version before every API server ran it")
