@@ -479,7 +479,8 @@ const (
 	// certificate is still issued by the old.
 	TrustingNewCA RotationPhase = "TrustingNewCA"
 	// IssuingFromNewCA: everything trusts both; every certificate of the CA
-	// is issued again by the new one, and the pods that present them roll.
+	// is issued again by the new one, and what presents them takes them up:
+	// etcd's members at their next connections, the other pods by a roll.
 	IssuingFromNewCA RotationPhase = "IssuingFromNewCA"
 	// WaitingForKubelets (the cluster CA's alone): every certificate of the
 	// control plane is issued by the new CA and the controller manager

@@ -82,6 +82,22 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			require.Equal(t, "wait-for-peers", join.Name)
 			assert.Equal(t, peerTrusted, flagValues(join.Args, "peer-trusted-ca-file"))
 			assert.Equal(t, tc.bundled, slices.ContainsFunc(join.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "trust" && m.ReadOnly }))
+			// What of their own Secrets the members read at start, which
+			// their pod template digests: the CA beside their certificates,
+			// but nothing while they trust the bundle, so that the
+			// certificates issued again meanwhile, which they load at every
+			// handshake, restart no member.
+			startup := StartupKeys(in)
+			for _, secret := range []string{"demo-etcd-server", "demo-etcd-peer"} {
+				keys, listed := startup[secret]
+				assert.True(t, listed, secret)
+				if tc.bundled {
+					assert.Empty(t, keys, "%s: nothing read at start", secret)
+				} else {
+					assert.Equal(t, []string{render.CAKey}, keys, secret)
+				}
+			}
+			assert.Equal(t, []string{render.CAKey}, startup["demo-apiserver-etcd-client"], "the API servers read the CA beside their etcd client certificate at start")
 
 			d, err := apiServerDeployment(in)
 			require.NoError(t, err)

@@ -60,6 +60,16 @@ func StartupKeys(in render.Input) map[string][]string {
 			}
 		}
 	}
+	// While etcd's members trust the bundle of a rotation of the etcd CA,
+	// they read nothing of their own Secrets at start: the certificates
+	// issued again by the new CA reach them at their next handshakes, which
+	// the rotation checks (etcd.Checker.Presents) instead of restarting
+	// every member, and so moving etcd's leadership, once more.
+	if in.EtcdCA().Bundled() {
+		for _, name := range (etcd.Component{}).Reloaded(in) {
+			keys[name] = nil
+		}
+	}
 	return keys
 }
 

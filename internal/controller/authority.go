@@ -3,12 +3,14 @@ package controller
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
@@ -35,6 +37,9 @@ type authorityKind struct {
 	trusting func(s *scope) bool
 	// users says who trusts it, for the condition outside a rotation.
 	users string
+	// waitsFor, when set, says what else a phase still waits for; nil
+	// when nothing.
+	waitsFor func(s *scope) error
 }
 
 var authorityKinds = []authorityKind{
@@ -43,9 +48,13 @@ var authorityKinds = []authorityKind{
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.Etcd
 		},
-		of:       render.Input.EtcdCA,
-		trusting: func(s *scope) bool { return s.apiServersRolled && etcdMembersRolled(s) },
+		of: render.Input.EtcdCA,
+		// Its members do not restart while certificates are issued again
+		// from the new CA: they load them at their next handshakes, which
+		// the pass observes (observeEtcdPresented).
+		trusting: func(s *scope) bool { return s.apiServersRolled && etcdMembersRolled(s) && s.etcdPresented == nil },
 		users:    "etcd's members, the API servers and the controller",
+		waitsFor: func(s *scope) error { return s.etcdPresented },
 	},
 	{
 		key: v1alpha1.RotateFrontProxyCA, condition: v1alpha1.FrontProxyCAReadyCondition, title: "front proxy CA",
@@ -138,8 +147,14 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 		s.wakeWithin(time.Second) // the next pass renders the new phase
 		r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, string(step.Next.Phase), "RotateCA", "%s: %s", k.title, step.Message)
 	}
+	msg := step.Message
+	if k.waitsFor != nil && step.Next.Phase == current.Phase {
+		if err := k.waitsFor(s); err != nil {
+			msg += "; waiting for: " + err.Error()
+		}
+	}
 	r.record(s.hcp, k.condition, readiness.Waiting(string(step.Next.Phase),
-		"rotation of the %s asked for at %s, in this phase since %s: %s", k.title, stamp(step.Next.StartedAt), stamp(step.Next.Since), step.Message))
+		"rotation of the %s asked for at %s, in this phase since %s: %s", k.title, stamp(step.Next.StartedAt), stamp(step.Next.Since), msg))
 }
 
 // authorityReady is what the condition of a CA says outside a rotation.
@@ -261,4 +276,47 @@ func authoritySecret(secret *corev1.Secret) render.AuthoritySecret {
 	a.CertKey = contract.Digest(cert.RawSubjectPublicKeyInfo)
 	a.SelfSigned = bytes.Equal(cert.RawIssuer, cert.RawSubject) && cert.CheckSignatureFrom(cert) == nil
 	return a
+}
+
+// etcdPresentedFresh is how old an answer of which certificates etcd's
+// members present may be: the kubelet writes a Secret issued again into a
+// running pod's files within about a minute, so a few seconds late is soon
+// enough.
+const etcdPresentedFresh = 5 * time.Second
+
+// errEtcdPresentedAsked is the wait for the first answer.
+var errEtcdPresentedAsked = errors.New("asked which certificates etcd's members present; no answer yet")
+
+// observeEtcdPresented tells, while a rotation of the etcd CA issues every
+// certificate again from the new CA (IssuingFromNewCA), whether every etcd
+// member presents those on its client and peer ports
+// (etcd.Checker.Presents): the members trust the bundle and load their
+// certificates at every handshake, so they take the new ones up without a
+// restart once the kubelet has written them, and the phase ends only then.
+// The members are asked outside the pass (see package probes), and only
+// answers asked since the phase began count.
+func (r *Reconciler) observeEtcdPresented(ctx context.Context, s *scope) {
+	a := s.in.EtcdCA()
+	if !a.IssuingFromNew() || s.facts == nil || s.facts.etcdPods == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(s.hcp)
+	r.etcdPresented.Outdate(key, a.Rotation().Since.Time)
+	t, err := etcd.PodsTarget(ctx, r.client, types.NamespacedName{Namespace: s.hcp.Namespace, Name: s.in.ClusterName()}, s.facts.etcdPods.Items)
+	if err != nil {
+		s.etcdPresented = err
+		s.wakeWithin(etcdPresentedFresh)
+		return
+	}
+	anchor := a.IssuerAnchor()
+	answer, ok := r.etcdPresented.Answer(ctx, key, etcdPresentedFresh, time.Now(), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.etcd.Presents(ctx, t, anchor)
+	})
+	s.etcdPresented = answer.Err
+	if !ok {
+		s.etcdPresented = errEtcdPresentedAsked
+	}
+	if s.etcdPresented != nil {
+		s.wakeWithin(etcdPresentedFresh)
+	}
 }

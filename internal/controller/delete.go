@@ -34,6 +34,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	r.etcd.Forget(types.NamespacedName{Namespace: s.hcp.Namespace, Name: s.cluster.Name})
 	r.probes.Forget(client.ObjectKeyFromObject(s.hcp))
 	r.etcdAnswers.Forget(client.ObjectKeyFromObject(s.hcp))
+	r.etcdPresented.Forget(client.ObjectKeyFromObject(s.hcp))
 	mine := []client.ListOption{client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}}
 
 	certs := &cmv1.CertificateList{}

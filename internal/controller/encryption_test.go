@@ -104,7 +104,7 @@ func TestEncryptionKeyOutlivesTheControlPlaneWithSnapshots(t *testing.T) {
 			kinds := observedKinds()
 			require.NoError(t, cmv1.AddToScheme(kinds))
 			c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(key, other).Build()
-			r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), etcd: etcd.NewChecker(), probes: probes.NewPool(1, probes.Answered[struct{}]), etcdAnswers: etcd.NewAnswers(1)}
+			r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), etcd: etcd.NewChecker(), probes: probes.NewPool(1, probes.Answered[struct{}]), etcdAnswers: etcd.NewAnswers(1), etcdPresented: probes.NewPool(1, probes.Answered[struct{}])}
 			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo"}}
 			_, err := r.reconcileDelete(t.Context(), &scope{hcp: hcp, cluster: cluster})
 			require.NoError(t, err)

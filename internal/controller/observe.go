@@ -96,6 +96,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	}
 	s.in = in.With(o)
 	s.stamp.Rotation = rotationSteps(s.in)
+	r.observeEtcdPresented(ctx, s)
 }
 
 // asWas is the outcome a condition already tells, for a phase that waits

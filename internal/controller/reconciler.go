@@ -80,6 +80,9 @@ type Reconciler struct {
 	// etcdAnswers asks etcd with it outside the workers and keeps its
 	// answers (see etcd.Membership).
 	etcdAnswers *probes.Pool[etcd.Seen]
+	// etcdPresented asks etcd's members, outside the workers, which
+	// certificates they present (see observeEtcdPresented).
+	etcdPresented *probes.Pool[struct{}]
 
 	// gateways is the Gateway cache: it reads every Gateway (see
 	// observeExposure) and every TLSRoute, whoever's, by hostname (see
@@ -111,9 +114,12 @@ func NewReconciler(c client.Client, apiReader client.Reader, settings render.Set
 		etcd:        etcd.NewChecker(),
 		probes:      probes.NewPool(probeWorkers, probes.Answered[struct{}]),
 		etcdAnswers: etcd.NewAnswers(probeWorkers),
-		restorer:    backup.NewRestorer(c, apiReader),
-		mustRoll:    rollout.NewGate(cfg.DefaultMustRollInterval),
-		applier:     &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
+		// An answer is news when it turns from one member's certificate of
+		// the old CA to every member's of the new.
+		etcdPresented: probes.NewPool(probeWorkers, probes.Answered[struct{}]),
+		restorer:      backup.NewRestorer(c, apiReader),
+		mustRoll:      rollout.NewGate(cfg.DefaultMustRollInterval),
+		applier:       &apply.Applier{Client: c, Reader: c, LiveReader: apiReader, Owner: contract.ManagedBy},
 	}
 }
 
@@ -157,6 +163,10 @@ type scope struct {
 	// etcdAsking tells that etcd was asked and no answer this pass may
 	// decide on is held yet: its phase and its status stay as they were.
 	etcdAsking bool
+	// etcdPresented is why not every etcd member presents certificates of
+	// the new etcd CA while a rotation issues them from it (see
+	// observeEtcdPresented); nil when each does, and outside that phase.
+	etcdPresented error
 	// keys are what the encryption Secret holds; nil when it holds nothing
 	// the API servers can encrypt with (or could not be read).
 	keys *encryption.Keys

@@ -108,9 +108,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(mapCluster)).
 		// A new connection to a workload cluster brings its add-ons.
 		WatchesRawSource(r.clusters.GetClusterSource("hostedcontrolplane", mapCluster)).
-		// News from an API server (see probe) or an etcd (etcd.Membership).
+		// News from an API server (see probe) or an etcd (etcd.Membership,
+		// observeEtcdPresented).
 		WatchesRawSource(answers(r.probes.Events())).
 		WatchesRawSource(answers(r.etcdAnswers.Events())).
+		WatchesRawSource(answers(r.etcdPresented.Events())).
 		Build(r)
 	if err != nil {
 		return err

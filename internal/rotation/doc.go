@@ -53,14 +53,19 @@
 //     issued by the old CA.
 //  2. IssuingFromNewCA, once every pod of those workloads (terminating
 //     ones included) runs the bundle: every certificate of the CA is issued
-//     again by the new one. The pods that present them roll, since the
-//     ca.crt beside each changed; a certificate of either CA verifies
-//     everywhere. The roll is needed even by etcd, which loads its
-//     certificates at every connection and trusts the bundle, not that
-//     ca.crt, in this phase: a pod started after the Secrets changed is
-//     the proof that it presents the new certificates, where the kubelet
-//     updates a running pod's files a minute or more later, and from
-//     DroppingOldCA on what restarts trusts the new CA alone.
+//     again by the new one; a certificate of either CA verifies everywhere.
+//     The API server pods roll, since the ca.crt beside their certificates
+//     changed. etcd's members do not: they trust the bundle, not that
+//     ca.crt, in this phase, and load their serving and peer certificates
+//     at every TLS handshake, so once the kubelet has written the new ones
+//     into a running member's files (a minute or so after the Secrets
+//     changed) its next connections present them. The controller connects
+//     to each member's client and peer ports and verifies what it presents
+//     with the new CA alone (etcd.Checker.Presents); the phase ends only
+//     once every member passes, since from DroppingOldCA on what restarts
+//     trusts the new CA alone. Every restart of etcd's leader hands its
+//     leadership over and drops the writes proposed meanwhile, so a member
+//     restarted once fewer is a chance fewer of that.
 //  3. DroppingOldCA, once each certificate's Secret, as the pass observed
 //     it, holds one of the new CA and every pod started after: nothing
 //     presents a certificate of the old CA. The CA's own Certificate turns

@@ -232,7 +232,7 @@ func Authority(r *v1alpha1.KeyRotation, o AuthorityObserved, now time.Time) Step
 		case o.Rolled:
 			return Step{Next: enter(r, v1alpha1.DroppingOldCA, now), Message: "every certificate of the CA is issued by the new one and in use; the new CA replaces the old one in its Secret"}
 		}
-		return Step{Next: r, Message: "every certificate of the CA is issued again by the new one, and the pods that present them roll; everything trusts both"}
+		return Step{Next: r, Message: "every certificate of the CA is issued again by the new one, and what presents them takes them up (etcd's members at their next connections, the other pods by a roll); everything trusts both"}
 	case v1alpha1.WaitingForKubelets:
 		return waitForKubelets(r, o, now)
 	default: // DroppingOldCA

@@ -290,7 +290,7 @@ func (w *workerFollower) check(t *testing.T, listed func(failure string) bool) {
 // connection): nothing does, but a write etcd may time out as its leader
 // changes (etcdLeaderChanged), which is listed. The etcd CA, rotated
 // beside as the cluster CA still signs it, restarts each of the Cluster's
-// three etcd members three times, one at a time, and etcd keeps its quorum
+// three etcd members twice, one at a time, and etcd keeps its quorum
 // throughout. The kubelet's renewal with the new CA ends WaitingForKubelets
 // (long before the certificates' lifetime). At the end
 // <cluster>-kubeconfig and kube-public/cluster-info hold the new CA alone,
@@ -356,7 +356,7 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 // CA (a), a root of its own since the cluster CA's rotation, of a Cluster
 // with a joined worker, while a workerFollower counts what fails: nothing
 // does, but, for the etcd CA, whose rotation restarts each of the three
-// etcd members three times, one at a time, a write etcd may time out as
+// etcd members twice, one at a time, a write etcd may time out as
 // its leader changes (etcdLeaderChanged), which is listed. Afterwards the
 // CA's Secret holds a new CA, and what verifies the CA's certificates
 // (every etcd member; the API server, of a front proxy) refuses a client

@@ -207,6 +207,13 @@ func TestEmergencyRotation(t *testing.T) {
 	// What the last phase renders runs everywhere.
 	members.roll(t)
 	apis.roll(t, hcp, load)
+	// Each member restarted to trust the bundle and then the new CA alone,
+	// not for the certificates issued again in between, which it loaded
+	// at its next handshakes (the controller saw it present them).
+	for _, m := range members.members {
+		t.Logf("%s restarted %d times", m.name, m.restarts)
+		assert.LessOrEqual(t, m.restarts, 2, "%s restarts at most twice in the etcd CA's rotation", m.name)
+	}
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	ok, failures := load.stop()
 	// A write etcd could not commit in time while a member restarted (its
@@ -369,6 +376,11 @@ type etcdMember struct {
 	dataDir              string
 	proc                 *Process
 	template             string
+	// mounts are the directories of its Secrets' files, by Secret, and
+	// written the digest of what each holds (see refresh).
+	mounts, written map[string]string
+	// restarts counts the restarts roll made.
+	restarts int
 }
 
 // etcdMembers run the members of a control plane's etcd on 127.0.0.1 (their
@@ -431,6 +443,7 @@ func (e *etcdMembers) start(t *testing.T, m *etcdMember, state string) {
 	}
 	dir := t.TempDir()
 	args := mountInto(t, e.ns, dir, sts.Spec.Template.Spec.Volumes, sts.Spec.Template.Spec.Containers[0])
+	m.mounts, m.written = secretMounts(dir, sts.Spec.Template.Spec.Volumes, sts.Spec.Template.Spec.Containers[0]), map[string]string{}
 	args = slices.DeleteFunc(args, func(a string) bool {
 		return slices.ContainsFunc([]string{
 			"name", "data-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
@@ -440,7 +453,8 @@ func (e *etcdMembers) start(t *testing.T, m *etcdMember, state string) {
 	args = append(args, "--name="+m.name, "--data-dir="+m.dataDir,
 		fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d,https://%s:%d", m.clientPort, m.podIP, contract.EtcdClientPort),
 		fmt.Sprintf("--advertise-client-urls=https://127.0.0.1:%d", m.clientPort),
-		fmt.Sprintf("--listen-peer-urls=https://127.0.0.1:%d", m.peerPort),
+		// The controller verifies what it presents on its peer port too.
+		fmt.Sprintf("--listen-peer-urls=https://127.0.0.1:%d,https://%s:2380", m.peerPort, m.podIP),
 		fmt.Sprintf("--initial-advertise-peer-urls=https://127.0.0.1:%d", m.peerPort),
 		"--listen-metrics-urls=http://127.0.0.1:0",
 		"--initial-cluster="+strings.Join(cluster, ","), "--initial-cluster-state="+state)
@@ -539,14 +553,18 @@ func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
 }
 
 // roll restarts, one at a time, each member whose template changed, each
-// only once the one before answers, and reports the rollout.
+// only once the one before answers, and reports the rollout. The files of
+// a member that keeps running follow its Secrets, as the kubelet writes
+// them (refresh).
 func (e *etcdMembers) roll(t *testing.T) {
 	t.Helper()
 	for _, m := range e.members {
 		sts := get(t, &appsv1.StatefulSet{}, e.ns, e.cluster+"-etcd")
 		if templateOf(sts.Spec.Template) == m.template {
+			e.refresh(t, m)
 			continue
 		}
+		m.restarts++
 		t.Logf("%s: %s restarts", time.Now().UTC().Format(time.RFC3339Nano), m.name)
 		_ = m.proc.Stop(20 * time.Second) // etcd ends on SIGTERM by the signal
 		e.start(t, m, "existing")
@@ -555,6 +573,21 @@ func (e *etcdMembers) roll(t *testing.T) {
 		e.runPod(t, m)
 	}
 	rollOutStatefulSet(t, e.ns, e.cluster+"-etcd")
+}
+
+// refresh writes again the files of each Secret a running member mounts
+// whose data changed since they were written, as the kubelet updates a
+// running pod's Secret volumes (the first time, they are written again
+// unchanged).
+func (e *etcdMembers) refresh(t *testing.T, m *etcdMember) {
+	t.Helper()
+	for dir, name := range m.mounts {
+		secret := get(t, &corev1.Secret{}, e.ns, name)
+		if digest := contract.DataDigest(secret.Data); digest != m.written[dir] {
+			writeSecretData(t, secret.Data, dir)
+			m.written[dir] = digest
+		}
+	}
 }
 
 // apiServers are the API servers of a control plane, each on its port.

@@ -156,13 +156,35 @@ func reconciles(t *testing.T) (total float64, idle bool) {
 	return total, busy == 0
 }
 
-// writeSecretFiles writes each key of a Secret as a file in dir.
+// writeSecretFiles writes each key of a Secret as a file in dir, as the
+// kubelet lays out a Secret volume.
 func writeSecretFiles(t testing.TB, ns, name, dir string) {
 	t.Helper()
-	secret := get(t, &corev1.Secret{}, ns, name)
+	writeSecretData(t, get(t, &corev1.Secret{}, ns, name).Data, dir)
+}
+
+// writeSecretData writes data into dir as the kubelet writes a Secret
+// volume: each key a link through ..data to a directory of this version's
+// files, and ..data swapped in one rename, so that a process that reads a
+// certificate and its key while they are written again never gets one of
+// each version (the window between its two reads aside, as with the
+// kubelet).
+func writeSecretData(t testing.TB, data map[string][]byte, dir string) {
+	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	for k, v := range secret.Data {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, k), v, 0o600))
+	version, err := os.MkdirTemp(dir, "..version-")
+	require.NoError(t, err)
+	for k, v := range data {
+		require.NoError(t, os.WriteFile(filepath.Join(version, k), v, 0o600))
+	}
+	staged := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(staged)
+	require.NoError(t, os.Symlink(filepath.Base(version), staged))
+	require.NoError(t, os.Rename(staged, filepath.Join(dir, "..data")))
+	for k := range data {
+		if _, err := os.Lstat(filepath.Join(dir, k)); os.IsNotExist(err) {
+			require.NoError(t, os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)))
+		}
 	}
 }
 

@@ -184,19 +184,11 @@ func (h *hostedEtcd) client(t *testing.T) *clientv3.Client {
 // arguments with mount paths moved there and the pod IP set to 127.0.0.1.
 func mountInto(t testing.TB, ns, dir string, volumes []corev1.Volume, c corev1.Container) []string {
 	t.Helper()
-	secrets := map[string]string{}
-	for _, v := range volumes {
-		switch {
-		case v.Secret != nil:
-			secrets[v.Name] = v.Secret.SecretName
-		case v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].Secret != nil:
-			secrets[v.Name] = v.Projected.Sources[0].Secret.Name
-		}
-	}
+	secrets := secretMounts(dir, volumes, c)
 	replace := []string{"$(POD_IP)", "127.0.0.1"}
 	for _, m := range c.VolumeMounts {
 		local := filepath.Join(dir, m.MountPath)
-		if secret, ok := secrets[m.Name]; ok {
+		if secret, ok := secrets[local]; ok {
 			writeSecretFiles(t, ns, secret, local)
 		} else {
 			require.NoError(t, os.MkdirAll(local, 0o700))
@@ -209,6 +201,27 @@ func mountInto(t testing.TB, ns, dir string, volumes []corev1.Volume, c corev1.C
 		args = append(args, r.Replace(a))
 	}
 	return args
+}
+
+// secretMounts are the directories under dir where mountInto writes the
+// Secrets of c's mounts, and the Secret of each.
+func secretMounts(dir string, volumes []corev1.Volume, c corev1.Container) map[string]string {
+	secrets := map[string]string{}
+	for _, v := range volumes {
+		switch {
+		case v.Secret != nil:
+			secrets[v.Name] = v.Secret.SecretName
+		case v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].Secret != nil:
+			secrets[v.Name] = v.Projected.Sources[0].Secret.Name
+		}
+	}
+	out := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		if secret, ok := secrets[m.Name]; ok {
+			out[filepath.Join(dir, m.MountPath)] = secret
+		}
+	}
+	return out
 }
 
 func freePort(t testing.TB) int {

@@ -231,7 +231,9 @@ func disruptionBudget(in render.Input) *policyv1.PodDisruptionBudget {
 // networkPolicies: etcd answers only its peers, its API servers and the
 // controller's namespace (the controller and the extension check its
 // health, change its membership and take snapshots through the client
-// port). It reaches only its peers and DNS, which resolves their names;
+// port; during a rotation of the etcd CA the controller also reads the
+// certificate a member presents on its peer port, see Checker.Presents).
+// It reaches only its peers and DNS, which resolves their names;
 // while its pods restore a snapshot as they start (restoreContainer, the
 // same condition), they also reach the S3 store the presigned URL names.
 // That address is the store's, read from a backup Secret the tenant may
@@ -252,7 +254,7 @@ func networkPolicies(in render.Input) []client.Object {
 	return in.NetworkPolicies(contract.EtcdComponent, render.Traffic{
 		Ingress: []networkingv1.NetworkPolicyIngressRule{
 			{From: clients, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(contract.EtcdClientPort)}},
-			{From: peers, Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
+			{From: append(slices.Clone(peers), in.ControllerPeer()...), Ports: []networkingv1.NetworkPolicyPort{render.TCPPort(peerPort)}},
 		},
 		Egress: egress,
 	})

@@ -208,6 +208,16 @@ func (a Authority) Issued(secrets []string) bool {
 	return a.IssuedBy(a.Issuer(), secrets)
 }
 
+// IssuerAnchor is the CA certificate at the end of the chain of the
+// certificates Issuer issues (the ca.crt cert-manager writes beside them);
+// nil until its Secret is observed.
+func (a Authority) IssuerAnchor() []byte { return a.caCerts[a.Issuer()] }
+
+// IssuingFromNew tells whether the rotation under way has every
+// certificate of the CA issued again by the new CA while everything trusts
+// both (IssuingFromNewCA).
+func (a Authority) IssuingFromNew() bool { return a.phase() == v1alpha1.IssuingFromNewCA }
+
 // IssuedBy tells whether the Secrets of certificates (secrets) hold
 // certificates of issuer (see Issued).
 func (a Authority) IssuedBy(issuer string, secrets []string) bool {
