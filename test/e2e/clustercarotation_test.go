@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,6 +60,9 @@ type authority struct {
 	// accepts is nil when what verifies the CA's certificates takes a
 	// client certificate ca signs, and why not otherwise.
 	accepts func(ctx context.Context, key client.ObjectKey, ca *pkitest.KeyPair) error
+	// etcdRestarts, when positive, is how often its rotation restarts each
+	// etcd member at most.
+	etcdRestarts int
 }
 
 var (
@@ -73,9 +77,12 @@ var (
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.Etcd
 		},
-		// It restarts each etcd member.
-		listed:  etcdLeaderChanged,
-		accepts: etcdAccepts,
+		// It restarts each etcd member: to trust the bundle of both CAs,
+		// then the new CA alone; the certificates issued again in between
+		// the members load without a restart.
+		listed:       etcdLeaderChanged,
+		accepts:      etcdAccepts,
+		etcdRestarts: 2,
 	}
 	frontProxyCA = authority{
 		key: v1alpha1.RotateFrontProxyCA, secret: "-proxy", condition: v1alpha1.FrontProxyCAReadyCondition,
@@ -369,8 +376,27 @@ func authorityRotatedAloneWithWorker(t *testing.T, cfg *rest.Config, hosted kube
 	require.NoError(t, a.accepts(ctx, key, oldCA), "before: a client certificate of the CA in %s is taken", secret)
 	probe := a.key + "-counter"
 	worker := followWorker(t, cfg, hosted, hosted, nodeName, probe)
-	a.rotate(t, key, nil)
+	members := map[string]map[types.UID]bool{} // the etcd pods seen, by name
+	a.rotate(t, key, func(*v1alpha1.KeyRotation) {
+		pods := &corev1.PodList{}
+		if k8s.List(ctx, pods, client.InNamespace(key.Namespace),
+			client.MatchingLabels{contract.ComponentLabel: contract.EtcdComponent, contract.InstanceLabel: key.Name}) != nil {
+			return
+		}
+		for _, p := range pods.Items {
+			if members[p.Name] == nil {
+				members[p.Name] = map[types.UID]bool{}
+			}
+			members[p.Name][p.UID] = true
+		}
+	})
 	worker.check(t, a.listed)
+	if a.etcdRestarts > 0 {
+		for name, pods := range members {
+			t.Logf("etcd member %s restarted %d times", name, len(pods)-1)
+			assert.LessOrEqual(t, len(pods)-1, a.etcdRestarts, "etcd member %s restarts at most %d times", name, a.etcdRestarts)
+		}
+	}
 	newCA := secretCA(t, key.Namespace, secret)
 	assert.False(t, oldCA.Cert.Equal(newCA.Cert), "Secret %s holds a new CA", secret)
 	err := a.accepts(ctx, key, oldCA)
