@@ -584,7 +584,7 @@ func (e *etcdMembers) refresh(t *testing.T, m *etcdMember) {
 	for dir, name := range m.mounts {
 		secret := get(t, &corev1.Secret{}, e.ns, name)
 		if digest := contract.DataDigest(secret.Data); digest != m.written[dir] {
-			writeSecretData(t, secret.Data, dir)
+			require.NoError(t, writeSecretData(secret.Data, dir))
 			m.written[dir] = digest
 		}
 	}

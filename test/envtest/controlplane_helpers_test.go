@@ -160,7 +160,7 @@ func reconciles(t *testing.T) (total float64, idle bool) {
 // kubelet lays out a Secret volume.
 func writeSecretFiles(t testing.TB, ns, name, dir string) {
 	t.Helper()
-	writeSecretData(t, get(t, &corev1.Secret{}, ns, name).Data, dir)
+	require.NoError(t, writeSecretData(get(t, &corev1.Secret{}, ns, name).Data, dir))
 }
 
 // writeSecretData writes data into dir as the kubelet writes a Secret
@@ -169,23 +169,35 @@ func writeSecretFiles(t testing.TB, ns, name, dir string) {
 // certificate and its key while they are written again never gets one of
 // each version (the window between its two reads aside, as with the
 // kubelet).
-func writeSecretData(t testing.TB, data map[string][]byte, dir string) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o700))
+func writeSecretData(data map[string][]byte, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	version, err := os.MkdirTemp(dir, "..version-")
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	for k, v := range data {
-		require.NoError(t, os.WriteFile(filepath.Join(version, k), v, 0o600))
+		if err := os.WriteFile(filepath.Join(version, k), v, 0o600); err != nil {
+			return err
+		}
 	}
 	staged := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(staged)
-	require.NoError(t, os.Symlink(filepath.Base(version), staged))
-	require.NoError(t, os.Rename(staged, filepath.Join(dir, "..data")))
+	if err := os.Symlink(filepath.Base(version), staged); err != nil {
+		return err
+	}
+	if err := os.Rename(staged, filepath.Join(dir, "..data")); err != nil {
+		return err
+	}
 	for k := range data {
 		if _, err := os.Lstat(filepath.Join(dir, k)); os.IsNotExist(err) {
-			require.NoError(t, os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)))
+			if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 // etcdPods creates the first n pods of the control plane's etcd

@@ -1,7 +1,6 @@
 package envtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
@@ -196,8 +194,9 @@ func buildTunnel(t *testing.T) string {
 	return bin
 }
 
-// syncSecretFiles writes the Secret's keys into dir whenever they change,
-// in place, as the kubelet updates a projected volume, until the test ends.
+// syncSecretFiles writes the Secret's keys into dir again whenever they
+// change, as the kubelet updates a projected volume (writeSecretData),
+// until the test ends.
 func syncSecretFiles(t *testing.T, ns, name, dir string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -205,14 +204,12 @@ func syncSecretFiles(t *testing.T, ns, name, dir string) {
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
+		written := ""
 		for ctx.Err() == nil {
 			secret := &corev1.Secret{}
 			if env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret) == nil {
-				for k, v := range secret.Data {
-					path := filepath.Join(dir, k)
-					if old, err := os.ReadFile(path); err != nil || !bytes.Equal(old, v) {
-						_ = os.WriteFile(path, v, 0o600)
-					}
+				if digest := contract.DataDigest(secret.Data); digest != written && writeSecretData(secret.Data, dir) == nil {
+					written = digest
 				}
 			}
 			select {
