@@ -169,7 +169,7 @@ func writeSecretFiles(t testing.TB, ns, name, dir string) {
 // certificate and its key while they are written again never gets one of
 // each version (the window between its two reads aside, as with the
 // kubelet).
-func writeSecretData(data map[string][]byte, dir string) error {
+func writeSecretData(secretData map[string][]byte, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -177,20 +177,30 @@ func writeSecretData(data map[string][]byte, dir string) error {
 	if err != nil {
 		return err
 	}
-	for k, v := range data {
+	for k, v := range secretData {
 		if err := os.WriteFile(filepath.Join(version, k), v, 0o600); err != nil {
 			return err
 		}
 	}
+	link := filepath.Join(dir, "..data")
+	previous, _ := os.Readlink(link)
 	staged := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(staged)
 	if err := os.Symlink(filepath.Base(version), staged); err != nil {
 		return err
 	}
-	if err := os.Rename(staged, filepath.Join(dir, "..data")); err != nil {
+	if err := os.Rename(staged, link); err != nil {
 		return err
 	}
-	for k := range data {
+	// The files of the version before go, as the kubelet removes them: a
+	// process that watches a file it opened through the links sees it
+	// removed.
+	if previous != "" {
+		if err := os.RemoveAll(filepath.Join(dir, previous)); err != nil {
+			return err
+		}
+	}
+	for k := range secretData {
 		if _, err := os.Lstat(filepath.Join(dir, k)); os.IsNotExist(err) {
 			if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
 				return err
