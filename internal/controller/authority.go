@@ -112,6 +112,10 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 		return
 	}
 	rolled := s.done[v1alpha1.CertificatesReadyCondition] && a.Issued(components.CertificatesOf(s.in, a.Issuer())) && k.trusting(s)
+	if err := r.reissueSuperseded(ctx, s, a); err != nil {
+		r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
+		return
+	}
 	observed := rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}
 	if a.Root() {
 		wait, err := r.clusterAuthority(ctx, s, a, &observed)

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -115,4 +119,39 @@ func requestDone(req *cmv1.CertificateRequest) bool {
 		}
 	}
 	return false
+}
+
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates/status,verbs=patch
+
+// reissueSuperseded asks cert-manager to issue again, as cmctl renew does
+// (the Issuing condition, reason ManuallyTriggered), each certificate of
+// the CA a that its issuer signed while the CA's Secret held an earlier
+// certificate of the same key (render.Authority.Superseded): cert-manager
+// issued the CA twice in a moment, and the rotation would wait for ever
+// for a ca.crt the CA's Secret no longer holds.
+func (r *Reconciler) reissueSuperseded(ctx context.Context, s *scope, a render.Authority) error {
+	superseded := a.Superseded(components.CertificatesOf(s.in, a.Issuer()))
+	if len(superseded) == 0 {
+		return nil
+	}
+	certs := &cmv1.CertificateList{}
+	if err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}); err != nil {
+		return fmt.Errorf("list certificates: %w", err)
+	}
+	for i := range certs.Items {
+		cert := &certs.Items[i]
+		if !slices.Contains(superseded, cert.Spec.SecretName) ||
+			apiutil.CertificateHasCondition(cert, cmv1.CertificateCondition{Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue}) {
+			continue
+		}
+		patch := client.MergeFrom(cert.DeepCopy())
+		apiutil.SetCertificateCondition(cert, cert.Generation, cmv1.CertificateConditionIssuing, cmmeta.ConditionTrue, "ManuallyTriggered",
+			"issued again: signed while the CA's Secret held an earlier certificate of the same key")
+		if err := r.client.Status().Patch(ctx, cert, patch); err != nil {
+			return fmt.Errorf("ask cert-manager to issue Certificate %s again: %w", cert.Name, err)
+		}
+		r.recorder.Eventf(s.hcp, cert, corev1.EventTypeNormal, v1alpha1.IssuingReason, "ReissueCertificate",
+			"asked cert-manager to issue Certificate %s again: its ca.crt is an earlier certificate of the CA's key than Secret %s holds (cert-manager issued the CA twice)", cert.Name, a.Issuer())
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package render
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
@@ -217,6 +219,44 @@ func (a Authority) IssuerAnchor() []byte { return a.caCerts[a.Issuer()] }
 // certificate of the CA issued again by the new CA while everything trusts
 // both (IssuingFromNewCA).
 func (a Authority) IssuingFromNew() bool { return a.phase() == v1alpha1.IssuingFromNewCA }
+
+// Superseded are those of secrets (the Secrets of the certificates of the
+// CA) that Issuer signed while its Secret held an earlier certificate of
+// the same subject and key: cert-manager can issue a CA twice in a moment
+// (seen in DroppingOldCA, after the new key was written into the CA's
+// Secret), and a certificate the CA issuer signed between the two keeps
+// the first as its ca.crt, which the CA's Secret no longer holds. Issued
+// never turns true for it, and nothing in cert-manager issues it again, so
+// the controller asks for that.
+func (a Authority) Superseded(secrets []string) []string {
+	anchor := a.caCerts[a.Issuer()]
+	want, ok := anchorIdentity(anchor)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, name := range secrets {
+		held := a.caCerts[name]
+		if got, ok := anchorIdentity(held); ok && got == want && !bytes.Equal(held, anchor) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// anchorIdentity is the subject and public key of the first certificate of
+// a PEM bundle; false when it holds none.
+func anchorIdentity(pemBytes []byte) (string, bool) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", false
+	}
+	return string(cert.RawSubject) + "\x00" + string(cert.RawSubjectPublicKeyInfo), true
+}
 
 // IssuedBy tells whether the Secrets of certificates (secrets) hold
 // certificates of issuer (see Issued).
