@@ -32,7 +32,8 @@ const benchRuns = 3
 // tta_<stage>_s, each the median of its own), the time etcd plus
 // kube-apiserver take to start as plain processes on the same machine, their
 // ratio, and the resident memory of one idle hosted control plane's
-// containers, by component (hosted_cp_rss_mib_<component>) and summed;
+// containers, by component (hosted_cp_rss_mib_<component>) and summed, and
+// the sum's anonymous part (hosted_cp_anon_mib);
 // the same of the smallest shape, one API server and one etcd member, as it
 // defaults (hosted_cp_1x1_rss_mib) and with two controller managers and two
 // schedulers (hosted_cp_1x1_two_controllers_rss_mib). Times are those a
@@ -40,7 +41,7 @@ const benchRuns = 3
 func BenchmarkHostedControlPlane(b *testing.B) {
 	ns := namespace(b, "bench")
 	var timelines []*timeline
-	var rss map[string]float64
+	var rss map[string]memory
 	for i := range benchRuns {
 		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("bench-%d", i)}
 		tl := watchTimeline(b, key)
@@ -94,15 +95,27 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	}
 }
 
-// printRSS prints a BENCH line of the resident memory of each component and
-// one of their sum.
-func printRSS(name string, rss map[string]float64) {
-	var total float64
-	for _, component := range slices.Sorted(maps.Keys(rss)) {
-		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, rss[component])
-		total += rss[component]
+// printRSS prints a BENCH line of the resident memory of each component,
+// one of their sum, and one of the sum's anonymous part (name with _anon_
+// for _rss_): the memory of the processes' own, without the pages of their
+// binaries, which every control plane's pods of the same image share.
+func printRSS(name string, mem map[string]memory) {
+	var total memory
+	for _, component := range slices.Sorted(maps.Keys(mem)) {
+		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, mem[component].rss)
+		total.add(mem[component])
 	}
-	fmt.Printf("BENCH %s %.3f MiB\n", name, total)
+	fmt.Printf("BENCH %s %.3f MiB\n", name, total.rss)
+	fmt.Printf("BENCH %s %.3f MiB\n", strings.Replace(name, "_rss_", "_anon_", 1), total.anon)
+}
+
+// memory is resident memory in MiB: all of it (VmRSS) and its anonymous
+// part (RssAnon).
+type memory struct{ rss, anon float64 }
+
+func (m *memory) add(o memory) {
+	m.rss += o.rss
+	m.anon += o.anon
 }
 
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
@@ -175,7 +188,7 @@ func BenchmarkEtcdRestore(b *testing.B) {
 // controlPlaneRSS is, by component (the pods' component label), the
 // resident memory of every process in the containers of a Cluster's
 // control plane pods, read from their cgroups.
-func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
+func controlPlaneRSS(b *testing.B, ns, name string) map[string]memory {
 	pods := &corev1.PodList{}
 	require.NoError(b, k8s.List(b.Context(), pods, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": name}))
 	require.NotEmpty(b, pods.Items)
@@ -184,7 +197,7 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
 		components["pod"+string(p.UID)] = p.Labels[contract.ComponentLabel]
 	}
 	proc := hostProc(b)
-	mib := map[string]float64{}
+	mib := map[string]memory{}
 	_ = filepath.WalkDir("/sys/fs/cgroup/memory", func(path string, d fs.DirEntry, err error) error {
 		component, ours := components[d.Name()]
 		if err != nil || !d.IsDir() || !ours {
@@ -200,7 +213,9 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]float64 {
 				// A process gone meanwhile holds nothing.
 				if p, err := proc.Proc(n); err == nil {
 					if status, err := p.NewStatus(); err == nil {
-						mib[component] += float64(status.VmRSS) / (1 << 20)
+						m := mib[component]
+						m.add(memory{rss: float64(status.VmRSS) / (1 << 20), anon: float64(status.RssAnon) / (1 << 20)})
+						mib[component] = m
 					}
 				}
 			}

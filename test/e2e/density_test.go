@@ -108,8 +108,8 @@ func BenchmarkIdleDensity(b *testing.B) {
 	mem, load := meminfo(b), loadavg(b)
 	var rss float64
 	for _, key := range idle.keys[:idle.held] {
-		for _, mib := range controlPlaneRSS(b, ns, key.Name) {
-			rss += mib
+		for _, m := range controlPlaneRSS(b, ns, key.Name) {
+			rss += m.rss
 		}
 	}
 	fmt.Printf("BENCH idle_control_planes_per_host %d control-planes\n", idle.held)

@@ -112,6 +112,11 @@ func TestHostedControlPlane(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, created.UID, read.UID)
 		assert.Equal(t, "host", read.Data["from"])
+		// The API server runs with the GOGC the controller gives it (Go's
+		// runtime metrics, as a Prometheus scrape reads them).
+		metrics, err := hosted.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		require.NoError(t, err)
+		assert.Contains(t, strings.Split(string(metrics), "\n"), "go_gc_gogc_percent 50")
 	})
 
 	t.Run("the control plane's pods run", func(t *testing.T) {
