@@ -317,6 +317,11 @@ func serviceAccountIssuerArgs(in render.Input, flags map[string][]string) {
 // "The API server's GOGC").
 const apiServerGOGC = "50"
 
+// apiServerMemory is the memory an API server asks for unless the user sets
+// its resources: an idle one of a new control plane held 235 to 238 MiB
+// resident (2026-11-29, README "What each container asks for").
+const apiServerMemory = "256Mi"
+
 func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	spec := in.ControlPlane.Spec.Deployment.APIServer
 	pod := corev1.PodSpec{Affinity: render.SpreadAcrossNodes(in.Selector(contract.APIServerComponent))}
@@ -324,6 +329,7 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	args, keys := apiServerArgs(in)
 	api := render.Container("kube-apiserver", render.Image(in.DefaultImage(contract.APIServerRepository, in.ControlPlane.Spec.Version), spec.Image),
 		spec.Container, "kube-apiserver", args)
+	render.RequestMemory(&api, spec.Container, apiServerMemory)
 	api.Env = []corev1.EnvVar{
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "GOGC", Value: apiServerGOGC},

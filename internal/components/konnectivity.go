@@ -86,12 +86,18 @@ func (konnectivityServer) args(in render.Input) []string {
 	}, in.ControlPlane.Spec.Deployment.APIServer.Konnectivity.Args)
 }
 
+// konnectivityServerMemory is the memory the konnectivity server asks for
+// unless the user sets its resources: an idle one held 34 MiB resident
+// (2026-11-29, README "What each container asks for").
+const konnectivityServerMemory = "40Mi"
+
 // container is the server's container, whose Secrets it mounts into pod.
 func (k konnectivityServer) container(in render.Input, pod *corev1.PodSpec) corev1.Container {
 	spec := in.ControlPlane.Spec.Deployment.APIServer.Konnectivity
 	c := render.Container("konnectivity-server",
 		render.Image(in.DefaultImage(contract.KonnectivityServerRepository, KonnectivityTag(in.Version())), spec.Image),
 		spec, "/proxy-server", k.args(in))
+	render.RequestMemory(&c, spec, konnectivityServerMemory)
 	c.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
 	c.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
 		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -41,7 +42,7 @@ const benchRuns = 3
 func BenchmarkHostedControlPlane(b *testing.B) {
 	ns := namespace(b, "bench")
 	var timelines []*timeline
-	var rss map[string]memory
+	var rss, rssByContainer map[string]memory
 	for i := range benchRuns {
 		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("bench-%d", i)}
 		tl := watchTimeline(b, key)
@@ -54,7 +55,7 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 		if i == 0 {
 			// Let it settle before measuring it idle.
 			time.Sleep(30 * time.Second)
-			rss = controlPlaneRSS(b, ns, key.Name)
+			rss, rssByContainer = controlPlaneRSS(b, ns, key.Name)
 		}
 		deleteClusters(b, key)
 	}
@@ -77,7 +78,7 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 	fmt.Printf("BENCH time_to_available_s %.3f s\n", available)
 	fmt.Printf("BENCH bare_apiserver_start_s %.3f s\n", bareSeconds)
 	fmt.Printf("BENCH available_over_bare %.3f x\n", available/bareSeconds)
-	printRSS("hosted_cp_rss_mib", rss)
+	printRSS("hosted_cp_rss_mib", rss, rssByContainer)
 
 	// The smallest shape, one API server and one etcd member, as it
 	// defaults (a controller manager and a scheduler) and with the two of
@@ -90,7 +91,8 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 		apply(b, ns, hostedCluster(key.Name, images.KubeVersion, 1, 1)+shape.deployment)
 		require.NoError(b, local.WaitAvailable(b.Context(), k8s, key, 15*time.Minute))
 		time.Sleep(30 * time.Second)
-		printRSS(shape.name, controlPlaneRSS(b, ns, key.Name))
+		byComponent, byContainer := controlPlaneRSS(b, ns, key.Name)
+		printRSS(shape.name, byComponent, byContainer)
 		deleteClusters(b, key)
 	}
 }
@@ -99,24 +101,22 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 // one of their sum, and one of the sum's anonymous part (name with _anon_
 // for _rss_): the memory of the processes' own, without the pages of their
 // binaries, which every control plane's pods of the same image share.
-func printRSS(name string, mem map[string]memory) {
-	var total memory
-	for _, component := range slices.Sorted(maps.Keys(mem)) {
-		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, mem[component].rss)
-		total.add(mem[component])
+func printRSS(name string, byComponent, byContainer map[string]memory) {
+	total := map[string]memory{}
+	for _, component := range slices.Sorted(maps.Keys(byComponent)) {
+		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, byComponent[component].rss)
+		add(total, "", byComponent[component])
 	}
-	fmt.Printf("BENCH %s %.3f MiB\n", name, total.rss)
-	fmt.Printf("BENCH %s %.3f MiB\n", strings.Replace(name, "_rss_", "_anon_", 1), total.anon)
+	fmt.Printf("BENCH %s %.3f MiB\n", name, total[""].rss)
+	fmt.Printf("BENCH %s %.3f MiB\n", strings.Replace(name, "_rss_", "_anon_", 1), total[""].anon)
+	for _, container := range slices.Sorted(maps.Keys(byContainer)) {
+		fmt.Printf("  %s %s: %.1f MiB resident, %.1f MiB anonymous\n", name, container, byContainer[container].rss, byContainer[container].anon)
+	}
 }
 
 // memory is resident memory in MiB: all of it (VmRSS) and its anonymous
 // part (RssAnon).
 type memory struct{ rss, anon float64 }
-
-func (m *memory) add(o memory) {
-	m.rss += o.rss
-	m.anon += o.anon
-}
 
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
 // takes from spec.etcd.replicas raised from 1 to 3 to three healthy voters,
@@ -187,17 +187,24 @@ func BenchmarkEtcdRestore(b *testing.B) {
 
 // controlPlaneRSS is, by component (the pods' component label), the
 // resident memory of every process in the containers of a Cluster's
-// control plane pods, read from their cgroups.
-func controlPlaneRSS(b *testing.B, ns, name string) map[string]memory {
+// control plane pods, read from their cgroups, and the same by container
+// (<component>/<container>; the pod's sandbox as "sandbox").
+func controlPlaneRSS(b *testing.B, ns, name string) (byComponent, byContainer map[string]memory) {
 	pods := &corev1.PodList{}
 	require.NoError(b, k8s.List(b.Context(), pods, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": name}))
 	require.NotEmpty(b, pods.Items)
 	components := map[string]string{} // pod cgroup name: component
+	containers := map[string]string{} // container ID: container name
 	for _, p := range pods.Items {
 		components["pod"+string(p.UID)] = p.Labels[contract.ComponentLabel]
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if _, id, ok := strings.Cut(c.ContainerID, "://"); ok {
+				containers[id] = c.Name
+			}
+		}
 	}
 	proc := hostProc(b)
-	mib := map[string]memory{}
+	byComponent, byContainer = map[string]memory{}, map[string]memory{}
 	_ = filepath.WalkDir("/sys/fs/cgroup/memory", func(path string, d fs.DirEntry, err error) error {
 		component, ours := components[d.Name()]
 		if err != nil || !d.IsDir() || !ours {
@@ -207,15 +214,16 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]memory {
 			if err != nil || d.Name() != "cgroup.procs" {
 				return nil //nolint:nilerr // as above
 			}
+			container := cmp.Or(containers[filepath.Base(filepath.Dir(p))], "sandbox")
 			procs, _ := os.ReadFile(p)
 			for _, pid := range strings.Fields(string(procs)) {
 				n, _ := strconv.Atoi(pid)
 				// A process gone meanwhile holds nothing.
 				if p, err := proc.Proc(n); err == nil {
 					if status, err := p.NewStatus(); err == nil {
-						m := mib[component]
-						m.add(memory{rss: float64(status.VmRSS) / (1 << 20), anon: float64(status.RssAnon) / (1 << 20)})
-						mib[component] = m
+						m := memory{rss: float64(status.VmRSS) / (1 << 20), anon: float64(status.RssAnon) / (1 << 20)}
+						add(byComponent, component, m)
+						add(byContainer, component+"/"+container, m)
 					}
 				}
 			}
@@ -223,5 +231,13 @@ func controlPlaneRSS(b *testing.B, ns, name string) map[string]memory {
 		})
 		return fs.SkipDir
 	})
-	return mib
+	return byComponent, byContainer
+}
+
+// add adds m to the memory of key in sums.
+func add(sums map[string]memory, key string, m memory) {
+	sum := sums[key]
+	sum.rss += m.rss
+	sum.anon += m.anon
+	sums[key] = sum
 }

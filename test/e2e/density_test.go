@@ -108,7 +108,8 @@ func BenchmarkIdleDensity(b *testing.B) {
 	mem, load := meminfo(b), loadavg(b)
 	var rss float64
 	for _, key := range idle.keys[:idle.held] {
-		for _, m := range controlPlaneRSS(b, ns, key.Name) {
+		byComponent, _ := controlPlaneRSS(b, ns, key.Name)
+		for _, m := range byComponent {
 			rss += m.rss
 		}
 	}

@@ -132,6 +132,14 @@ func TestHostedControlPlane(t *testing.T) {
 			return nil
 		})
 		assert.Equal(t, []string{images.KubeVersion}, versions(hcp))
+		// Each asks for memory (see "What each container asks for"), so
+		// none is BestEffort, the first the kubelet evicts.
+		pods := &corev1.PodList{}
+		require.NoError(t, k8s.List(testContext(t), pods, client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": "direct"}))
+		require.NotEmpty(t, pods.Items)
+		for _, p := range pods.Items {
+			assert.Equal(t, corev1.PodQOSBurstable, p.Status.QOSClass, "pod %s", p.Name)
+		}
 	})
 
 	t.Run("network policies keep other tenants out and the API servers in", func(t *testing.T) {

@@ -27,6 +27,12 @@ const (
 	metricsPort = 2381
 )
 
+// memory is the memory a member asks for unless the user sets its
+// resources: an idle one held 50 MiB resident (2026-11-29, README "What each
+// container asks for"). A member's database grows with the cluster's
+// objects; set resources for a large one.
+const memory = "64Mi"
+
 // dataMount is where a member's volume is mounted.
 const dataMount = "/var/lib/etcd"
 
@@ -86,6 +92,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 
 	img := render.Image(image, spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
+	render.RequestMemory(&c, spec.Container, memory)
 	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	// The membership comes from the ConfigMap (see membersConfigMap), read
 	// when the container starts.

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -88,6 +89,17 @@ func Container(name, img string, c v1alpha1.Container, command string, args []st
 		out.Resources = *c.Resources
 	}
 	return out
+}
+
+// RequestMemory has container c ask for memory when the user set none of
+// its resources: idle, about what one holds resident when it runs idle,
+// rounded up, so that the scheduler places it where that memory is and the
+// kubelet does not evict it first (a pod asking for nothing is BestEffort).
+// Resources the user sets replace it, as they replace every default.
+func RequestMemory(c *corev1.Container, user v1alpha1.Container, idle string) {
+	if user.Resources == nil {
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(idle)}
+	}
 }
 
 // SecretVolume mounts Secret Secret read-only at Path, as volume Name.
