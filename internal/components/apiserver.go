@@ -330,10 +330,9 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 	api := render.Container("kube-apiserver", render.Image(in.DefaultImage(contract.APIServerRepository, in.ControlPlane.Spec.Version), spec.Image),
 		spec.Container, "kube-apiserver", args)
 	render.RequestMemory(&api, spec.Container, apiServerMemory)
-	api.Env = []corev1.EnvVar{
-		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "GOGC", Value: apiServerGOGC},
-	}
+	api.Env = append(api.Env,
+		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		corev1.EnvVar{Name: "GOGC", Value: apiServerGOGC})
 	api.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: contract.APIServerPort}}
 	api.ReadinessProbe = render.Probe("/readyz", contract.APIServerPort, corev1.URISchemeHTTPS, 3)
 	api.LivenessProbe = render.Probe("/livez", contract.APIServerPort, corev1.URISchemeHTTPS, 8)

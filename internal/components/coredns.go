@@ -97,17 +97,18 @@ func corefile(in render.Input) string {
 func coreDNSDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.CoreDNS
 	selector := map[string]string{k8sAppLabel: DNSServiceName}
-	c := render.Container(CoreDNSName, render.Image(in.DefaultImage(contract.CoreDNSRepository, coreDNSVersions.For(in.AddonsSemver())), spec.Image),
-		spec.Container, "/coredns", render.Flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
-	// CoreDNS serves on port 53 as a non-root user.
-	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
-	c.SecurityContext.RunAsNonRoot = nil
-	if spec.Resources == nil {
-		c.Resources = corev1.ResourceRequirements{
+	container := spec.Container
+	if container.Resources == nil {
+		container.Resources = &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
 		}
 	}
+	c := render.Container(CoreDNSName, render.Image(in.DefaultImage(contract.CoreDNSRepository, coreDNSVersions.For(in.AddonsSemver())), spec.Image),
+		container, "/coredns", render.Flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
+	// CoreDNS serves on port 53 as a non-root user.
+	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+	c.SecurityContext.RunAsNonRoot = nil
 	c.Ports = []corev1.ContainerPort{
 		{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
 		{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},

@@ -98,6 +98,7 @@ var goldenCases = []goldenCase{
 			s.Etcd.StorageClassName = ptr.To("fast-ssd")
 			s.Etcd.VolumeSize = ptr.To(resource.MustParse("8Gi"))
 			s.Etcd.Args = map[string]string{"quota-backend-bytes": "4294967296"}
+			s.Etcd.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 			s.Etcd.Backup = &v1alpha1.EtcdBackup{Schedule: "@daily", Secret: v1alpha1.EtcdBackupSecret{Name: "s3"}}
 			s.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: v1alpha1.LatestSnapshot}
 			s.Certificates.RootCACertificateDuration = &metav1.Duration{Duration: 20 * 365 * 24 * time.Hour}

@@ -99,12 +99,12 @@ func (k konnectivityServer) container(in render.Input, pod *corev1.PodSpec) core
 		spec, "/proxy-server", k.args(in))
 	render.RequestMemory(&c, spec, konnectivityServerMemory)
 	c.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
-	c.Env = []corev1.EnvVar{{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
+	c.Env = append(c.Env, corev1.EnvVar{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
 		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: konnectivityServerCountName(in)},
 			Key:                  konnectivityServerCountKey,
 		},
-	}}}
+	}})
 	c.LivenessProbe = render.Probe("/healthz", konnectivityHealth, corev1.URISchemeHTTP, 8)
 	render.MountSecrets(pod, &c,
 		render.SecretVolume{Name: "konnectivity-server", Secret: konnectivityServerSecret(in), Path: "/etc/konnectivity/pki"},

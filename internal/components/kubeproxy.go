@@ -103,7 +103,7 @@ func kubeProxyDaemonSet(in render.Input) *appsv1.DaemonSet {
 		}, spec.Args))
 	// kube-proxy programs the node's packet filter.
 	c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	c.Env = []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
+	c.Env = append(c.Env, corev1.EnvVar{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
 	c.VolumeMounts = []corev1.VolumeMount{
 		{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"},
 		{Name: "xtables-lock", MountPath: "/run/xtables.lock"},

@@ -90,7 +90,9 @@ spec:
 func TestHostedControlPlane(t *testing.T) {
 	parallel(t)
 	ns := namespace(t, "direct")
-	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3))
+	// The API servers' memory limit gives their Go runtime a GOMEMLIMIT.
+	apply(t, ns, hostedCluster("direct", images.KubeVersion, 2, 3)+
+		"  deployment: {apiServer: {resources: {requests: {memory: 256Mi}, limits: {memory: 1536Mi}}}}\n")
 	key := client.ObjectKey{Namespace: ns, Name: "direct"}
 	start := time.Now()
 	require.NoError(t, local.WaitAvailable(testContext(t), k8s, key, 15*time.Minute))
@@ -112,11 +114,14 @@ func TestHostedControlPlane(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, created.UID, read.UID)
 		assert.Equal(t, "host", read.Data["from"])
-		// The API server runs with the GOGC the controller gives it (Go's
-		// runtime metrics, as a Prometheus scrape reads them).
+		// The API server runs with the GOGC the controller gives it and the
+		// GOMEMLIMIT of its memory limit, nine tenths of 1536Mi (Go's runtime
+		// metrics, as a Prometheus scrape reads them).
 		metrics, err := hosted.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		require.NoError(t, err)
-		assert.Contains(t, strings.Split(string(metrics), "\n"), "go_gc_gogc_percent 50")
+		lines := strings.Split(string(metrics), "\n")
+		assert.Contains(t, lines, "go_gc_gogc_percent 50")
+		assert.Contains(t, lines, fmt.Sprintf("go_gc_gomemlimit_bytes %g", float64(1536<<20/10*9)))
 	})
 
 	t.Run("the control plane's pods run", func(t *testing.T) {

@@ -93,7 +93,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	img := render.Image(image, spec.Image)
 	c := render.Container("etcd", img, spec.Container, "etcd", args)
 	render.RequestMemory(&c, spec.Container, memory)
-	c.Env = []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	c.Env = append(c.Env, corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 	// The membership comes from the ConfigMap (see membersConfigMap), read
 	// when the container starts.
 	for _, key := range []string{initialClusterEnv, initialClusterStateEnv} {
