@@ -328,8 +328,7 @@ func apiServerDeployment(in render.Input) (*appsv1.Deployment, error) {
 
 	args, keys := apiServerArgs(in)
 	api := render.Container("kube-apiserver", render.Image(in.DefaultImage(contract.APIServerRepository, in.ControlPlane.Spec.Version), spec.Image),
-		spec.Container, "kube-apiserver", args)
-	render.RequestMemory(&api, spec.Container, apiServerMemory)
+		render.WithResources(spec.Container, render.MemoryRequest(apiServerMemory)), "kube-apiserver", args)
 	api.Env = append(api.Env,
 		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		corev1.EnvVar{Name: "GOGC", Value: apiServerGOGC})

@@ -154,8 +154,7 @@ func controllerDeployment(in render.Input, component, name string, spec v1alpha1
 		defaults[flag] = value
 	}
 	c := render.Container(component, render.Image(in.DefaultImage(component, in.ControlPlane.Spec.Version), spec.Image),
-		spec.Container, component, render.Flags(defaults, spec.Args))
-	render.RequestMemory(&c, spec.Container, controllerMemory[component])
+		render.WithResources(spec.Container, render.MemoryRequest(controllerMemory[component])), component, render.Flags(defaults, spec.Args))
 	c.Ports = []corev1.ContainerPort{{Name: "https", ContainerPort: port}}
 	c.LivenessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 8)
 	c.ReadinessProbe = render.Probe("/healthz", port, corev1.URISchemeHTTPS, 3)

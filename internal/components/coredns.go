@@ -97,13 +97,10 @@ func corefile(in render.Input) string {
 func coreDNSDeployment(in render.Input) *appsv1.Deployment {
 	spec := in.ControlPlane.Spec.CoreDNS
 	selector := map[string]string{k8sAppLabel: DNSServiceName}
-	container := spec.Container
-	if container.Resources == nil {
-		container.Resources = &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
-		}
-	}
+	container := render.WithResources(spec.Container, corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
+	})
 	c := render.Container(CoreDNSName, render.Image(in.DefaultImage(contract.CoreDNSRepository, coreDNSVersions.For(in.AddonsSemver())), spec.Image),
 		container, "/coredns", render.Flags(map[string]string{"conf": "/etc/coredns/Corefile"}, spec.Args))
 	// CoreDNS serves on port 53 as a non-root user.

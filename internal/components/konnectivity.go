@@ -96,8 +96,7 @@ func (k konnectivityServer) container(in render.Input, pod *corev1.PodSpec) core
 	spec := in.ControlPlane.Spec.Deployment.APIServer.Konnectivity
 	c := render.Container("konnectivity-server",
 		render.Image(in.DefaultImage(contract.KonnectivityServerRepository, KonnectivityTag(in.Version())), spec.Image),
-		spec, "/proxy-server", k.args(in))
-	render.RequestMemory(&c, spec, konnectivityServerMemory)
+		render.WithResources(spec, render.MemoryRequest(konnectivityServerMemory)), "/proxy-server", k.args(in))
 	c.Ports = []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: contract.KonnectivityPort}}
 	c.Env = append(c.Env, corev1.EnvVar{Name: konnectivityServerCountEnv, ValueFrom: &corev1.EnvVarSource{
 		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{

@@ -102,13 +102,13 @@ func BenchmarkHostedControlPlane(b *testing.B) {
 // for _rss_): the memory of the processes' own, without the pages of their
 // binaries, which every control plane's pods of the same image share.
 func printRSS(name string, byComponent, byContainer map[string]memory) {
-	total := map[string]memory{}
+	var total memory
 	for _, component := range slices.Sorted(maps.Keys(byComponent)) {
 		fmt.Printf("BENCH %s_%s %.3f MiB\n", name, component, byComponent[component].rss)
-		add(total, "", byComponent[component])
+		total = total.plus(byComponent[component])
 	}
-	fmt.Printf("BENCH %s %.3f MiB\n", name, total[""].rss)
-	fmt.Printf("BENCH %s %.3f MiB\n", strings.Replace(name, "_rss_", "_anon_", 1), total[""].anon)
+	fmt.Printf("BENCH %s %.3f MiB\n", name, total.rss)
+	fmt.Printf("BENCH %s %.3f MiB\n", strings.Replace(name, "_rss_", "_anon_", 1), total.anon)
 	for _, container := range slices.Sorted(maps.Keys(byContainer)) {
 		fmt.Printf("  %s %s: %.1f MiB resident, %.1f MiB anonymous\n", name, container, byContainer[container].rss, byContainer[container].anon)
 	}
@@ -117,6 +117,8 @@ func printRSS(name string, byComponent, byContainer map[string]memory) {
 // memory is resident memory in MiB: all of it (VmRSS) and its anonymous
 // part (RssAnon).
 type memory struct{ rss, anon float64 }
+
+func (m memory) plus(o memory) memory { return memory{m.rss + o.rss, m.anon + o.anon} }
 
 // BenchmarkEtcdMembership prints, as BENCH lines, how long a hosted etcd
 // takes from spec.etcd.replicas raised from 1 to 3 to three healthy voters,
@@ -222,8 +224,8 @@ func controlPlaneRSS(b *testing.B, ns, name string) (byComponent, byContainer ma
 				if p, err := proc.Proc(n); err == nil {
 					if status, err := p.NewStatus(); err == nil {
 						m := memory{rss: float64(status.VmRSS) / (1 << 20), anon: float64(status.RssAnon) / (1 << 20)}
-						add(byComponent, component, m)
-						add(byContainer, component+"/"+container, m)
+						byComponent[component] = byComponent[component].plus(m)
+						byContainer[component+"/"+container] = byContainer[component+"/"+container].plus(m)
 					}
 				}
 			}
@@ -232,12 +234,4 @@ func controlPlaneRSS(b *testing.B, ns, name string) (byComponent, byContainer ma
 		return fs.SkipDir
 	})
 	return byComponent, byContainer
-}
-
-// add adds m to the memory of key in sums.
-func add(sums map[string]memory, key string, m memory) {
-	sum := sums[key]
-	sum.rss += m.rss
-	sum.anon += m.anon
-	sums[key] = sum
 }

@@ -91,8 +91,7 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 	args := render.Flags(defaults, spec.Args)
 
 	img := render.Image(image, spec.Image)
-	c := render.Container("etcd", img, spec.Container, "etcd", args)
-	render.RequestMemory(&c, spec.Container, memory)
+	c := render.Container("etcd", img, render.WithResources(spec.Container, render.MemoryRequest(memory)), "etcd", args)
 	c.Env = append(c.Env, corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 	// The membership comes from the ConfigMap (see membersConfigMap), read
 	// when the container starts.

@@ -98,15 +98,21 @@ func Container(name, img string, c v1alpha1.Container, command string, args []st
 	return out
 }
 
-// RequestMemory has container c ask for memory when the user set none of
-// its resources: idle, about what one holds resident when it runs idle,
-// rounded up, so that the scheduler places it where that memory is and the
-// kubelet does not evict it first (a pod asking for nothing is BestEffort).
-// Resources the user sets replace it, as they replace every default.
-func RequestMemory(c *corev1.Container, user v1alpha1.Container, idle string) {
-	if user.Resources == nil {
-		c.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(idle)}
+// WithResources is the user's container c with resources def when the user
+// set none: resources the user sets replace the defaults whole.
+func WithResources(c v1alpha1.Container, def corev1.ResourceRequirements) v1alpha1.Container {
+	if c.Resources == nil {
+		c.Resources = &def
 	}
+	return c
+}
+
+// MemoryRequest asks for idle memory and nothing else: about what a
+// component holds resident when it runs idle, rounded up, so that the
+// scheduler places it where that memory is and the kubelet does not evict
+// it first (a pod asking for nothing is BestEffort).
+func MemoryRequest(idle string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(idle)}}
 }
 
 // SecretVolume mounts Secret Secret read-only at Path, as volume Name.
