@@ -131,44 +131,79 @@ type restoreSteps struct {
 	done    chan struct{}
 }
 
-// watchRestoreSteps watches the control plane from the resourceVersion of
-// hcp until ctx ends, and records each reason EtcdRestored takes after the
-// one hcp shows, logging it with the time since start. A watch, unlike a
-// poll, sees a step however short it is.
+// watchRestoreSteps records each reason EtcdRestored takes after the one
+// the control plane shows now, until ctx ends, logging it with the time
+// since start. A watch, unlike a poll, sees a step however short it is. It
+// lists first and watches from the list's resourceVersion, not the
+// object's: a control plane unchanged for a while has a resourceVersion
+// the API server's watch cache may have dropped (410 Gone). On an error it
+// lists again, so a step is missed only if it came and went in between.
 func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedControlPlane, start time.Time) *restoreSteps {
 	w, err := client.NewWithWatch(mgmt.REST, client.Options{Scheme: k8s.Scheme()})
 	require.NoError(t, err)
 	s := &restoreSteps{done: make(chan struct{})}
-	last, rv := "", hcp.ResourceVersion
-	if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c != nil {
+	selected := []client.ListOption{client.InNamespace(hcp.Namespace), client.MatchingFields{"metadata.name": hcp.Name}}
+	last := ""
+	// see records the step seen shows, if it is a new one.
+	see := func(seen *v1alpha1.HostedControlPlane) {
+		c := conditions.Get(seen, v1alpha1.EtcdRestoredCondition)
+		if c == nil || c.Reason+": "+c.Message == last {
+			return
+		}
 		last = c.Reason + ": " + c.Message
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n := len(s.reasons); n == 0 || s.reasons[n-1] != c.Reason {
+			s.reasons = append(s.reasons, c.Reason)
+			t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
+		}
 	}
+	// list is the resourceVersion to watch from, after it looked at the
+	// control plane; the first list's step is where the watch starts.
+	list := func(first bool) string {
+		for ctx.Err() == nil {
+			listed := &v1alpha1.HostedControlPlaneList{}
+			if err := w.List(ctx, listed, selected...); err != nil {
+				t.Logf("list the control plane: %v", err)
+				time.Sleep(time.Second)
+				continue
+			}
+			for i := range listed.Items {
+				if first {
+					if c := conditions.Get(&listed.Items[i], v1alpha1.EtcdRestoredCondition); c != nil {
+						last = c.Reason + ": " + c.Message
+					}
+					continue
+				}
+				see(&listed.Items[i])
+			}
+			return listed.ResourceVersion
+		}
+		return ""
+	}
+	rv := list(true)
 	go func() {
 		defer close(s.done)
 		for ctx.Err() == nil {
-			watcher, err := w.Watch(ctx, &v1alpha1.HostedControlPlaneList{}, client.InNamespace(hcp.Namespace),
-				client.MatchingFields{"metadata.name": hcp.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			watcher, err := w.Watch(ctx, &v1alpha1.HostedControlPlaneList{}, append(selected, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})...)
 			if err != nil {
+				t.Logf("watch the control plane: %v", err)
 				time.Sleep(time.Second)
+				rv = list(false)
 				continue
 			}
 			for ev := range watcher.ResultChan() {
 				seen, ok := ev.Object.(*v1alpha1.HostedControlPlane)
 				if !ok {
-					break // an error: watch again from the last resourceVersion
+					// An error (410 Gone, say): list again and watch from there.
+					if ctx.Err() == nil {
+						t.Logf("the watch of the control plane ended: %s %v", ev.Type, ev.Object)
+						rv = list(false)
+					}
+					break
 				}
 				rv = seen.ResourceVersion
-				c := conditions.Get(seen, v1alpha1.EtcdRestoredCondition)
-				if c == nil || c.Reason+": "+c.Message == last {
-					continue
-				}
-				last = c.Reason + ": " + c.Message
-				s.mu.Lock()
-				if n := len(s.reasons); n == 0 || s.reasons[n-1] != c.Reason {
-					s.reasons = append(s.reasons, c.Reason)
-					t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
-				}
-				s.mu.Unlock()
+				see(seen)
 			}
 			watcher.Stop()
 		}

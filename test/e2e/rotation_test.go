@@ -220,9 +220,8 @@ func countedByProbe(t *testing.T, hosted kubernetes.Interface, pod string) (requ
 }
 
 // renewCertificates asks cert-manager to issue certificates again now, as
-// `cmctl renew` does, and waits until each Secret holds a new one; it
-// returns the new serial numbers by Secret.
-func renewCertificates(t *testing.T, ns string, names ...string) map[string]string {
+// `cmctl renew` does, and waits until each Secret holds a new one.
+func renewCertificates(t *testing.T, ns string, names ...string) {
 	t.Helper()
 	ctx := testContext(t)
 	before := map[string]string{}
@@ -236,11 +235,10 @@ func renewCertificates(t *testing.T, ns string, names ...string) map[string]stri
 		})
 		require.NoError(t, k8s.Status().Update(ctx, crt), name)
 	}
-	after := map[string]string{}
 	eventually(t, 2*time.Minute, fmt.Sprintf("%d certificates issued again", len(names)), func() error {
 		var pending []string
 		for _, name := range names {
-			if after[name] = secretSerial(t, ns, name); after[name] == before[name] {
+			if secretSerial(t, ns, name) == before[name] {
 				pending = append(pending, name)
 			}
 		}
@@ -249,17 +247,30 @@ func renewCertificates(t *testing.T, ns string, names ...string) map[string]stri
 		}
 		return nil
 	})
-	return after
 }
 
 // secretSerial is the serial number of the certificate in a Secret.
 func secretSerial(t *testing.T, ns, name string) string {
 	t.Helper()
+	serial, err := issuedSerial(testContext(t), ns, name)
+	require.NoError(t, err)
+	return serial
+}
+
+// issuedSerial is the serial number of the certificate a Secret holds now.
+// A renewal can issue twice in a moment (cert-manager asks again when the
+// Secret's key no longer matches its request), so what a component must
+// present is the Secret's latest certificate, read at the time.
+func issuedSerial(ctx context.Context, ns, name string) (string, error) {
 	s := &corev1.Secret{}
-	require.NoError(t, k8s.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, s))
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		return "", err
+	}
 	cert, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
-	require.NoError(t, err, name)
-	return cert.Leaf.SerialNumber.String()
+	if err != nil {
+		return "", fmt.Errorf("Secret %s: %w", name, err)
+	}
+	return cert.Leaf.SerialNumber.String(), nil
 }
 
 // leafCertificates are the control plane's certificates that are no
@@ -389,14 +400,22 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 
 	pods := managementPods(t, ns)
 	konnectivity := name + "-konnectivity-server"
-	renewed := renewCertificates(t, ns, leafCertificates(t, ns, name, konnectivity)...)
+	renewCertificates(t, ns, leafCertificates(t, ns, name, konnectivity)...)
 	eventually(t, 5*time.Minute, "the API server and etcd present their renewed certificates", func() error {
 		got, err := apiServerSerial(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("the API server's certificate: %w", err)
 		}
-		if got != renewed[name+"-apiserver"] {
-			return fmt.Errorf("the API server presents %s, renewed %s", got, renewed[name+"-apiserver"])
+		apiServer, err := issuedSerial(ctx, ns, name+"-apiserver")
+		if err != nil {
+			return err
+		}
+		if got != apiServer {
+			return fmt.Errorf("the API server presents %s, its Secret holds %s", got, apiServer)
+		}
+		etcdServer, err := issuedSerial(ctx, ns, name+"-etcd-server")
+		if err != nil {
+			return err
 		}
 		etcdPods := &corev1.PodList{}
 		if err := k8s.List(ctx, etcdPods, client.InNamespace(ns), client.MatchingLabels{contract.ComponentLabel: contract.EtcdComponent, contract.InstanceLabel: name}); err != nil {
@@ -407,8 +426,8 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 			if err != nil {
 				return fmt.Errorf("etcd %s's certificate: %w", p.Name, err)
 			}
-			if got != renewed[name+"-etcd-server"] {
-				return fmt.Errorf("etcd %s presents %s, renewed %s", p.Name, got, renewed[name+"-etcd-server"])
+			if got != etcdServer {
+				return fmt.Errorf("etcd %s presents %s, its Secret holds %s", p.Name, got, etcdServer)
 			}
 		}
 		return nil
@@ -428,8 +447,12 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 		if err != nil {
 			return err
 		}
-		if got := cert.Leaf.SerialNumber.String(); got != renewed[name+"-admin"] {
-			return fmt.Errorf("its client certificate is %s, the admin Secret's %s", got, renewed[name+"-admin"])
+		admin, err := issuedSerial(ctx, ns, name+"-admin")
+		if err != nil {
+			return err
+		}
+		if got := cert.Leaf.SerialNumber.String(); got != admin {
+			return fmt.Errorf("its client certificate is %s, the admin Secret's %s", got, admin)
 		}
 		return nil
 	})
