@@ -132,7 +132,7 @@ type restoreSteps struct {
 }
 
 // watchRestoreSteps records each reason EtcdRestored takes after the one
-// the control plane shows now, until ctx ends, logging it with the time
+// hcp shows, until ctx ends, logging it with the time
 // since start. A watch, unlike a poll, sees a step however short it is. It
 // lists first and watches from the list's resourceVersion, not the
 // object's: a control plane unchanged for a while has a resourceVersion
@@ -144,6 +144,9 @@ func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedCo
 	s := &restoreSteps{done: make(chan struct{})}
 	selected := []client.ListOption{client.InNamespace(hcp.Namespace), client.MatchingFields{"metadata.name": hcp.Name}}
 	last := ""
+	if c := conditions.Get(hcp, v1alpha1.EtcdRestoredCondition); c != nil {
+		last = c.Reason + ": " + c.Message
+	}
 	// see records the step seen shows, if it is a new one.
 	see := func(seen *v1alpha1.HostedControlPlane) {
 		c := conditions.Get(seen, v1alpha1.EtcdRestoredCondition)
@@ -158,9 +161,9 @@ func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedCo
 			t.Logf("%s after asking: EtcdRestored %s: %s", time.Since(start).Round(time.Second), c.Reason, c.Message)
 		}
 	}
-	// list is the resourceVersion to watch from, after it looked at the
-	// control plane; the first list's step is where the watch starts.
-	list := func(first bool) string {
+	// list sees the control plane as listed now and returns the
+	// resourceVersion to watch from.
+	list := func() string {
 		for ctx.Err() == nil {
 			listed := &v1alpha1.HostedControlPlaneList{}
 			if err := w.List(ctx, listed, selected...); err != nil {
@@ -169,19 +172,13 @@ func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedCo
 				continue
 			}
 			for i := range listed.Items {
-				if first {
-					if c := conditions.Get(&listed.Items[i], v1alpha1.EtcdRestoredCondition); c != nil {
-						last = c.Reason + ": " + c.Message
-					}
-					continue
-				}
 				see(&listed.Items[i])
 			}
 			return listed.ResourceVersion
 		}
 		return ""
 	}
-	rv := list(true)
+	rv := list()
 	go func() {
 		defer close(s.done)
 		for ctx.Err() == nil {
@@ -189,7 +186,7 @@ func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedCo
 			if err != nil {
 				t.Logf("watch the control plane: %v", err)
 				time.Sleep(time.Second)
-				rv = list(false)
+				rv = list()
 				continue
 			}
 			for ev := range watcher.ResultChan() {
@@ -198,7 +195,7 @@ func watchRestoreSteps(ctx context.Context, t *testing.T, hcp *v1alpha1.HostedCo
 					// An error (410 Gone, say): list again and watch from there.
 					if ctx.Err() == nil {
 						t.Logf("the watch of the control plane ended: %s %v", ev.Type, ev.Object)
-						rv = list(false)
+						rv = list()
 					}
 					break
 				}
