@@ -4,7 +4,8 @@
 # follows them, without klog's lines) and its FAIL line. Then, so that the
 # tail of a long output still shows why, each failed test that has no
 # failed subtest of its own (where the failure is) with the last lines it
-# logged itself and its assertions' messages, and the log's FAIL and panic
+# logged, the last its own code said (file_test.go:line messages, among
+# them a t.Fatal's), its assertions' messages, and the log's FAIL and panic
 # lines.
 set -euo pipefail
 log=$1
@@ -37,6 +38,9 @@ awk -v n="$lines" -v why=12 '
     }
     block[full] = ""
     own[full, owncount[full] % why] = $0; owncount[full]++
+    # What the test said itself (t.Log, t.Fatal), apart: the logs of the
+    # code under test, interleaved, must not push it out.
+    if ($0 ~ /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: /) { said[full, saidcount[full] % why] = substr($0, 1, 2000); saidcount[full]++ }
   }
   END {
     if (nfailed == 0) exit
@@ -48,6 +52,9 @@ awk -v n="$lines" -v why=12 '
       print "\n" result[name]
       start = owncount[name] > why ? owncount[name] - why : 0
       for (k = start; k < owncount[name]; k++) print own[name, k % why]
+      if (saidcount[name] > 0) print "  what the test said last:"
+      start = saidcount[name] > why ? saidcount[name] - why : 0
+      for (k = start; k < saidcount[name]; k++) print said[name, k % why]
       if (assertion[name] != "") print "  assertions:" assertion[name]
     }
   }

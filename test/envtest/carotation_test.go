@@ -855,9 +855,16 @@ func waitForLong(t *testing.T, what string, timeout time.Duration, check func() 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
+	last := ""
 	for time.Now().Before(deadline) {
 		if err = check(); err == nil {
 			return
+		}
+		// Each new state is logged once, so a run that stalls shows
+		// where, however its output is cut.
+		if err.Error() != last {
+			last = err.Error()
+			t.Logf("%s: not yet: %v", what, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
