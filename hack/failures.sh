@@ -40,7 +40,7 @@ awk -v n="$lines" -v why=12 '
     own[full, owncount[full] % why] = $0; owncount[full]++
     # What the test said itself (t.Log, t.Fatal), apart: the logs of the
     # code under test, interleaved, must not push it out.
-    if ($0 ~ /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: /) { said[full, saidcount[full] % why] = substr($0, 1, 2000); saidcount[full]++ }
+    if ($0 ~ /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: /) { said[full, saidcount[full] % why] = substr($0, 1, 4000); saidcount[full]++ }
   }
   END {
     if (nfailed == 0) exit

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -183,23 +184,29 @@ func TestEmergencyRotation(t *testing.T) {
 			kubeletRenews(t, workload, get(t, &corev1.Secret{}, ns, name+"-ca-next"), node)
 			renewed = true
 		}
+		// Every rotation not ended yet is named, on one line, so that a
+		// stalled one shows, whichever it is.
+		var pending []string
 		if st := cp.Status.CertificateAuthorities.Cluster; st.Rotation != nil || st.RotatedAt == nil {
-			return fmt.Errorf("status.certificateAuthorities.cluster: %+v; %s; %s; %s", st.Rotation,
-				conditionOf(cp, v1alpha1.ClusterCAReadyCondition), conditionOf(cp, v1alpha1.CertificatesReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition))
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.cluster: %+v; %s; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.ClusterCAReadyCondition), conditionOf(cp, v1alpha1.CertificatesReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition)))
 		}
 		if st := cp.Status.ServiceAccountKey; st.Rotation != nil || st.RotatedAt == nil {
-			return fmt.Errorf("status.serviceAccountKey: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition))
+			pending = append(pending, fmt.Sprintf("status.serviceAccountKey: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition)))
 		}
 		if st := cp.Status.Encryption; st.Rotation != nil || st.RotatedAt == nil {
-			return fmt.Errorf("status.encryption: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.EncryptionReadyCondition))
+			pending = append(pending, fmt.Sprintf("status.encryption: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.EncryptionReadyCondition)))
 		}
 		if st := cp.Status.CertificateAuthorities.Etcd; st.Rotation != nil || st.RotatedAt == nil {
-			return fmt.Errorf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
-				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition)))
 		}
 		if st := cp.Status.CertificateAuthorities.FrontProxy; st.Rotation != nil || st.RotatedAt == nil {
-			return fmt.Errorf("status.certificateAuthorities.frontProxy: %+v; %s; %s", st.Rotation,
-				conditionOf(cp, v1alpha1.FrontProxyCAReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition))
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.frontProxy: %+v; %s; %s", st.Rotation,
+				conditionOf(cp, v1alpha1.FrontProxyCAReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition)))
+		}
+		if len(pending) > 0 {
+			return errors.New(strings.Join(pending, " | "))
 		}
 		return nil
 	})
