@@ -167,7 +167,7 @@ func TestEmergencyRotation(t *testing.T) {
 	// Play the rollouts until every rotation has ended.
 	waitForLong(t, "every key and CA is rotated", 20*time.Minute, func() error {
 		members.roll(t)
-		apis.roll(t, hcp, load)
+		apis.roll(t, load)
 		// The controller manager's and the scheduler's pods follow their
 		// template; their Deployments, stamped with each rotation's step,
 		// roll out.
@@ -213,7 +213,7 @@ func TestEmergencyRotation(t *testing.T) {
 	t.Logf("BENCH rotation_emergency_cluster_ca_envtest_s %.1f s", time.Since(start).Seconds())
 	// What the last phase renders runs everywhere.
 	members.roll(t)
-	apis.roll(t, hcp, load)
+	apis.roll(t, load)
 	// Each member restarted to trust the bundle and then the new CA alone,
 	// not for the certificates issued again in between, which it loaded
 	// at its next handshakes (the controller saw it present them).
@@ -382,7 +382,11 @@ type etcdMember struct {
 	clientPort, peerPort int
 	dataDir              string
 	proc                 *Process
-	template             string
+	// started is the StatefulSet's pod template the member was started
+	// with, and template its digest: its pod shows that one, not a newer
+	// one the StatefulSet got while it started.
+	started  *corev1.PodTemplateSpec
+	template string
 	// mounts are the directories of its Secrets' files, by Secret, and
 	// written the digest of what each holds (see refresh).
 	mounts, written map[string]string
@@ -467,7 +471,7 @@ func (e *etcdMembers) start(t *testing.T, m *etcdMember, state string) {
 		"--initial-cluster="+strings.Join(cluster, ","), "--initial-cluster-state="+state)
 	proc, err := StartProcess(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "etcd"), nil, args...)
 	require.NoError(t, err)
-	m.proc, m.template = proc, templateOf(sts.Spec.Template)
+	m.proc, m.started, m.template = proc, sts.Spec.Template.DeepCopy(), templateOf(sts.Spec.Template)
 }
 
 // waitHealthy waits until m answers its health key with the health-check
@@ -524,7 +528,7 @@ func (e *etcdMembers) dial(t *testing.T, m *etcdMember, cfg *tls.Config) error {
 	return err
 }
 
-// runPod replaces m's pod with one of the StatefulSet's current template,
+// runPod replaces m's pod with one of the template m was started with,
 // running at m's address and ready, as the StatefulSet controller and the
 // kubelet would.
 func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
@@ -542,8 +546,8 @@ func (e *etcdMembers) runPod(t *testing.T, m *etcdMember) {
 		})
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: m.name, Labels: sts.Spec.Template.Labels, Annotations: sts.Spec.Template.Annotations},
-		Spec:       *sts.Spec.Template.Spec.DeepCopy(),
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: m.name, Labels: m.started.Labels, Annotations: m.started.Annotations},
+		Spec:       *m.started.Spec.DeepCopy(),
 	}
 	// The StatefulSet controller adds the volumes of its claims.
 	for _, claim := range sts.Spec.VolumeClaimTemplates {
@@ -608,11 +612,12 @@ type apiServers struct {
 func newAPIServers(t *testing.T, etcd *hostedEtcd, ports []int) *apiServers {
 	t.Helper()
 	a := &apiServers{etcd: etcd, ports: ports}
+	d := get(t, &appsv1.Deployment{}, etcd.ns, etcd.cluster+"-apiserver")
 	for _, port := range ports {
-		p, _ := etcd.startAPIServer(t, port, withoutShutdownDelay)
+		p, _ := etcd.startAPIServerOf(t, t.TempDir(), d, port, withoutShutdownDelay)
 		a.procs = append(a.procs, p)
 	}
-	a.template = templateOf(get(t, &appsv1.Deployment{}, etcd.ns, etcd.cluster+"-apiserver").Spec.Template)
+	a.template = templateOf(d.Spec.Template)
 	return a
 }
 
@@ -626,7 +631,7 @@ func withoutShutdownDelay(arg string) bool {
 // roll restarts the API servers one at a time when their template changed:
 // each is taken out of the load's service first (its requests drained), and
 // put back once it answers.
-func (a *apiServers) roll(t *testing.T, hcp *v1alpha1.HostedControlPlane, l *load) {
+func (a *apiServers) roll(t *testing.T, l *load) {
 	t.Helper()
 	d := get(t, &appsv1.Deployment{}, a.etcd.ns, a.etcd.cluster+"-apiserver")
 	if templateOf(d.Spec.Template) == a.template {
@@ -636,12 +641,14 @@ func (a *apiServers) roll(t *testing.T, hcp *v1alpha1.HostedControlPlane, l *loa
 	for i, port := range a.ports {
 		l.out(port)
 		require.NoError(t, a.procs[i].Stop(20*time.Second))
-		a.procs[i], _ = a.etcd.startAPIServer(t, port, withoutShutdownDelay)
+		a.procs[i], _ = a.etcd.startAPIServerOf(t, t.TempDir(), d, port, withoutShutdownDelay)
 		l.waitAnswers(t, port)
 		l.in(port)
 	}
+	// The pods show the template the API servers run, though the
+	// Deployment may have another by now: the next roll starts that one.
 	a.template = templateOf(d.Spec.Template)
-	rollPodsOf(t, hcp, a.etcd.cluster+"-apiserver")
+	runPodsOf(t, d)
 }
 
 // load reads and writes through the API servers in service, one request

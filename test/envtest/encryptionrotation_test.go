@@ -206,7 +206,5 @@ func rollAPIServer(t *testing.T, etcd *hostedEtcd, running *Process, port int, h
 		}
 		return nil
 	})
-	next := restartAPIServer(t, etcd, running, port)
-	rollPodsOf(t, hcp, hcp.Name+"-apiserver")
-	return next
+	return restartAPIServer(t, etcd, running, port)
 }

@@ -95,8 +95,14 @@ func (h *hostedEtcd) startAPIServer(t testing.TB, port int, drop func(arg string
 // startAPIServerIn is startAPIServer with the pod's files under dir.
 func (h *hostedEtcd) startAPIServerIn(t testing.TB, dir string, port int, drop func(arg string) bool) (*Process, string) {
 	t.Helper()
+	return h.startAPIServerOf(t, dir, get(t, &appsv1.Deployment{}, h.ns, h.cluster+"-apiserver"), port, drop)
+}
+
+// startAPIServerOf is startAPIServerIn with the template of d, read before:
+// the pods that show what runs are made of the same one (runPodsOf).
+func (h *hostedEtcd) startAPIServerOf(t testing.TB, dir string, d *appsv1.Deployment, port int, drop func(arg string) bool) (*Process, string) {
+	t.Helper()
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
-	d := get(t, &appsv1.Deployment{}, h.ns, h.cluster+"-apiserver")
 	pod := d.Spec.Template.Spec
 	var api corev1.Container
 	for _, c := range pod.Containers {

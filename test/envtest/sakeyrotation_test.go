@@ -91,7 +91,7 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 	require.NotEqual(t, keyID(t, oldKey), keyID(t, newKey))
 	assert.NotContains(t, get(t, &v1alpha1.HostedControlPlane{}, ns, "sakey").Annotations, v1alpha1.RotateAnnotation, "the request was taken")
 	api = restartAPIServer(t, etcd, api, port)
-	rollPods(t, hcp)
+	rollPodsOf(t, hcp, hcp.Name+"-controller-manager")
 	// Once the API servers rolled out, the controller manager's Deployment
 	// is stamped with the phase (its pods do not change in it). The API
 	// server counts an annotation's change as a new generation of a
@@ -115,12 +115,12 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 			"--service-account-signing-key-file=/etc/kubernetes/pki/sa-next/tls.key")
 	})
 	api = restartAPIServer(t, etcd, api, port)
-	rollPods(t, hcp)
+	rollPodsOf(t, hcp, hcp.Name+"-controller-manager")
 	// The controller manager follows once the API servers rolled out.
 	waitFor(t, "the controller manager signs with the new key", func() error {
 		return controllerManagerKey(t, ns, "/etc/kubernetes/pki/sa-next/tls.key")
 	})
-	rollPods(t, hcp)
+	rollPodsOf(t, hcp, hcp.Name+"-controller-manager")
 	newToken := appToken(t, workload)
 	assert.Equal(t, keyID(t, newKey), tokenKeyID(t, newToken), "signed with the new key")
 	tokenAccepted(t, workload, oldToken)
@@ -150,11 +150,11 @@ func TestServiceAccountKeyRotation(t *testing.T) {
 		return apiServerArgs(t, ns, "--service-account-key-file=/etc/kubernetes/pki/sa/tls.key", "--service-account-signing-key-file=/etc/kubernetes/pki/sa/tls.key")
 	})
 	_ = restartAPIServer(t, etcd, api, port)
-	rollPods(t, hcp)
+	rollPodsOf(t, hcp, hcp.Name+"-controller-manager")
 	waitFor(t, "the controller manager signs with the key in sakey-sa", func() error {
 		return controllerManagerKey(t, ns, "/etc/kubernetes/pki/sa/tls.key")
 	})
-	rollPods(t, hcp)
+	rollPodsOf(t, hcp, hcp.Name+"-controller-manager")
 
 	waitCondition(t, hcp, v1alpha1.ServiceAccountKeyReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	t.Logf("BENCH rotation_sa_key_envtest_s %.1f s (without the day's wait)", time.Since(start).Seconds())
@@ -256,11 +256,15 @@ func controllerManagerKey(t *testing.T, ns, file string) error {
 }
 
 // restartAPIServer stops the API server and starts it with the Deployment's
-// template, as a rollout replaces a pod.
+// template, as a rollout replaces a pod, and replaces its pod with one of
+// that template (not of a newer one the Deployment got meanwhile, which the
+// API server does not run).
 func restartAPIServer(t *testing.T, etcd *hostedEtcd, running *Process, port int) *Process {
 	t.Helper()
 	require.NoError(t, running.Stop(20*time.Second))
-	next, _ := etcd.startAPIServer(t, port, nil)
+	d := get(t, &appsv1.Deployment{}, etcd.ns, etcd.cluster+"-apiserver")
+	next, _ := etcd.startAPIServerOf(t, t.TempDir(), d, port, nil)
+	runPodsOf(t, d)
 	return next
 }
 
@@ -276,24 +280,31 @@ func rollPods(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 // plane.
 func rollPodsOf(t *testing.T, hcp *v1alpha1.HostedControlPlane, names ...string) {
 	t.Helper()
-	ctx := testContext(t)
 	for _, name := range names {
-		d := get(t, &appsv1.Deployment{}, hcp.Namespace, name)
-		require.NoError(t, env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(hcp.Namespace),
-			client.MatchingLabels(d.Spec.Selector.MatchLabels), client.GracePeriodSeconds(0)))
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: hcp.Namespace, GenerateName: name + "-", Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
-			},
-			Spec: *d.Spec.Template.Spec.DeepCopy(),
-		}
-		require.NoError(t, env.Client.Create(ctx, pod))
-		setStatus(t, pod, func(p *corev1.Pod) {
-			p.Status.Phase = corev1.PodRunning
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-		})
-		rollOutDeployment(t, hcp.Namespace, name)
+		runPodsOf(t, get(t, &appsv1.Deployment{}, hcp.Namespace, name))
 	}
+}
+
+// runPodsOf replaces the pods of Deployment d with one of the template d
+// holds, as read (what its processes were started with, when they run),
+// and plays its rollout.
+func runPodsOf(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	ctx := testContext(t)
+	require.NoError(t, env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(d.Namespace),
+		client.MatchingLabels(d.Spec.Selector.MatchLabels), client.GracePeriodSeconds(0)))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: d.Namespace, GenerateName: d.Name + "-", Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
+		},
+		Spec: *d.Spec.Template.Spec.DeepCopy(),
+	}
+	require.NoError(t, env.Client.Create(ctx, pod))
+	setStatus(t, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	})
+	rollOutDeployment(t, d.Namespace, d.Name)
 }
 
 // workloadClient reaches the workload cluster through <cluster>-kubeconfig.
