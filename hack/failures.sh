@@ -10,7 +10,7 @@
 set -euo pipefail
 log=$1
 lines=${2:-60}
-awk -v n="$lines" -v why=12 '
+awk -v n="$lines" -v why=12 -v said=40 '
   /^=== (RUN|CONT|PAUSE|NAME) +/ { full = $3; split(full, part, "/"); test = part[1]; next }
   /^ *[EIW][0-9][0-9][0-9][0-9] / { next }
   /^ *--- FAIL: / {
@@ -40,7 +40,7 @@ awk -v n="$lines" -v why=12 '
     own[full, owncount[full] % why] = $0; owncount[full]++
     # What the test said itself (t.Log, t.Fatal), apart: the logs of the
     # code under test, interleaved, must not push it out.
-    if ($0 ~ /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: /) { said[full, saidcount[full] % why] = substr($0, 1, 4000); saidcount[full]++ }
+    if ($0 ~ /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: /) { told[full, saidcount[full] % said] = substr($0, 1, 3000); saidcount[full]++ }
   }
   END {
     if (nfailed == 0) exit
@@ -53,8 +53,8 @@ awk -v n="$lines" -v why=12 '
       start = owncount[name] > why ? owncount[name] - why : 0
       for (k = start; k < owncount[name]; k++) print own[name, k % why]
       if (saidcount[name] > 0) print "  what the test said last:"
-      start = saidcount[name] > why ? saidcount[name] - why : 0
-      for (k = start; k < saidcount[name]; k++) print said[name, k % why]
+      start = saidcount[name] > said ? saidcount[name] - said : 0
+      for (k = start; k < saidcount[name]; k++) print told[name, k % said]
       if (assertion[name] != "") print "  assertions:" assertion[name]
     }
   }

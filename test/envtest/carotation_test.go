@@ -188,21 +188,21 @@ func TestEmergencyRotation(t *testing.T) {
 		// stalled one shows, whichever it is.
 		var pending []string
 		if st := cp.Status.CertificateAuthorities.Cluster; st.Rotation != nil || st.RotatedAt == nil {
-			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.cluster: %+v; %s; %s; %s", st.Rotation,
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.cluster: %+v; %.500s; %.150s; %.150s", st.Rotation,
 				conditionOf(cp, v1alpha1.ClusterCAReadyCondition), conditionOf(cp, v1alpha1.CertificatesReadyCondition), conditionOf(cp, v1alpha1.ControllersReadyCondition)))
 		}
 		if st := cp.Status.ServiceAccountKey; st.Rotation != nil || st.RotatedAt == nil {
-			pending = append(pending, fmt.Sprintf("status.serviceAccountKey: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition)))
+			pending = append(pending, fmt.Sprintf("status.serviceAccountKey: %+v; %.500s", st.Rotation, conditionOf(cp, v1alpha1.ServiceAccountKeyReadyCondition)))
 		}
 		if st := cp.Status.Encryption; st.Rotation != nil || st.RotatedAt == nil {
-			pending = append(pending, fmt.Sprintf("status.encryption: %+v; %s", st.Rotation, conditionOf(cp, v1alpha1.EncryptionReadyCondition)))
+			pending = append(pending, fmt.Sprintf("status.encryption: %+v; %.500s", st.Rotation, conditionOf(cp, v1alpha1.EncryptionReadyCondition)))
 		}
 		if st := cp.Status.CertificateAuthorities.Etcd; st.Rotation != nil || st.RotatedAt == nil {
-			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.etcd: %+v; %s; %s; %s", st.Rotation,
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.etcd: %+v; %.500s; %.150s; %.150s", st.Rotation,
 				conditionOf(cp, v1alpha1.EtcdCAReadyCondition), conditionOf(cp, v1alpha1.EtcdReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition)))
 		}
 		if st := cp.Status.CertificateAuthorities.FrontProxy; st.Rotation != nil || st.RotatedAt == nil {
-			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.frontProxy: %+v; %s; %s", st.Rotation,
+			pending = append(pending, fmt.Sprintf("status.certificateAuthorities.frontProxy: %+v; %.500s; %.150s", st.Rotation,
 				conditionOf(cp, v1alpha1.FrontProxyCAReadyCondition), conditionOf(cp, v1alpha1.APIServerReadyCondition)))
 		}
 		if len(pending) > 0 {
