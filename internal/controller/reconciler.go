@@ -283,6 +283,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		if err := r.releaseStuckRequests(ctx, s); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "release stuck certificate requests")
 		}
+		if err := r.retryFailedIssuances(ctx, s); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "retry failed certificate issuances")
+		}
 	}
 	r.restore(ctx, s)
 	if s.in.ControlPlane != nil {

@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,6 +108,11 @@ func issuingSince(cert *cmv1.Certificate) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// issuing tells whether cert-manager is issuing cert.
+func issuing(cert *cmv1.Certificate) bool {
+	return apiutil.CertificateHasCondition(cert, cmv1.CertificateCondition{Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue})
+}
+
 // requestDone tells whether req was signed or has failed or was denied:
 // cert-manager takes it from there.
 func requestDone(req *cmv1.CertificateRequest) bool {
@@ -140,18 +146,93 @@ func (r *Reconciler) reissueSuperseded(ctx context.Context, s *scope, a render.A
 	}
 	for i := range certs.Items {
 		cert := &certs.Items[i]
-		if !slices.Contains(superseded, cert.Spec.SecretName) ||
-			apiutil.CertificateHasCondition(cert, cmv1.CertificateCondition{Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue}) {
+		if !slices.Contains(superseded, cert.Spec.SecretName) || issuing(cert) {
 			continue
 		}
-		patch := client.MergeFrom(cert.DeepCopy())
-		apiutil.SetCertificateCondition(cert, cert.Generation, cmv1.CertificateConditionIssuing, cmmeta.ConditionTrue, "ManuallyTriggered",
-			"issued again: signed while the CA's Secret held an earlier certificate of the same key")
-		if err := r.client.Status().Patch(ctx, cert, patch); err != nil {
-			return fmt.Errorf("ask cert-manager to issue Certificate %s again: %w", cert.Name, err)
+		if err := r.renew(ctx, s, cert, "issued again: signed while the CA's Secret held an earlier certificate of the same key",
+			"its ca.crt is an earlier certificate of the CA's key than Secret "+a.Issuer()+" holds (cert-manager issued the CA twice)"); err != nil {
+			return err
 		}
-		r.recorder.Eventf(s.hcp, cert, corev1.EventTypeNormal, v1alpha1.IssuingReason, "ReissueCertificate",
-			"asked cert-manager to issue Certificate %s again: its ca.crt is an earlier certificate of the CA's key than Secret %s holds (cert-manager issued the CA twice)", cert.Name, a.Issuer())
 	}
 	return nil
+}
+
+// renew asks cert-manager to issue cert again now, as cmctl renew does:
+// the Issuing condition with reason ManuallyTriggered, which cert-manager
+// takes up whatever backoff it keeps; why is its message, and because
+// says why in the event.
+func (r *Reconciler) renew(ctx context.Context, s *scope, cert *cmv1.Certificate, why, because string) error {
+	patch := client.MergeFrom(cert.DeepCopy())
+	apiutil.SetCertificateCondition(cert, cert.Generation, cmv1.CertificateConditionIssuing, cmmeta.ConditionTrue, "ManuallyTriggered", why)
+	if err := r.client.Status().Patch(ctx, cert, patch); err != nil {
+		return fmt.Errorf("ask cert-manager to issue Certificate %s again: %w", cert.Name, err)
+	}
+	r.recorder.Eventf(s.hcp, cert, corev1.EventTypeNormal, v1alpha1.IssuingReason, "ReissueCertificate",
+		"asked cert-manager to issue Certificate %s again: %s", cert.Name, because)
+	return nil
+}
+
+// Failed issuances are retried at once, not after cert-manager's backoff
+// (an hour after the first failure), while the control plane's keys
+// rotate: a rotation writes a new key into the Secret of a CA or of the
+// service account key while cert-manager may be issuing for it (the CA's
+// Certificate changes issuer in the same phase), and cert-manager's key
+// manager can then fail an issuance ("CSR not signed by referenced private
+// key", seen under load), which the rotation would wait an hour for. A
+// Certificate is retried retryFailedAfter after a failure, up to
+// retryFailedAttempts failures in a row; after that, cert-manager's
+// backoff rules and the Certificates' condition says what failed.
+const (
+	retryFailedAfter    = 5 * time.Second
+	retryFailedAttempts = 5
+)
+
+// retryFailedIssuances asks cert-manager to issue again, at once, each
+// Certificate of the control plane whose last issuance failed, while any
+// rotation that writes keys into Secrets (a CA's, the service account
+// key's) is under way.
+func (r *Reconciler) retryFailedIssuances(ctx context.Context, s *scope) error {
+	if !writesKeys(s.hcp) {
+		return nil
+	}
+	certs := &cmv1.CertificateList{}
+	err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name})
+	if apimeta.IsNoMatchError(err) {
+		return nil // no cert-manager: the PKI phase says so
+	}
+	if err != nil {
+		return fmt.Errorf("list certificates: %w", err)
+	}
+	now := time.Now()
+	for i := range certs.Items {
+		cert := &certs.Items[i]
+		failed, attempts := cert.Status.LastFailureTime, ptr.Deref(cert.Status.FailedIssuanceAttempts, 0)
+		if failed == nil || attempts > retryFailedAttempts || issuing(cert) {
+			continue
+		}
+		if wait := retryFailedAfter - now.Sub(failed.Time); wait > 0 {
+			s.wakeWithin(wait)
+			continue
+		}
+		if err := r.renew(ctx, s, cert, "issued again at once: the last issuance failed while the control plane's keys rotate",
+			fmt.Sprintf("its last issuance failed (%d in a row) while the control plane's keys rotate; cert-manager would wait an hour", attempts)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writesKeys tells whether a rotation that writes a new key into a Secret
+// cert-manager issues for (a CA's, the service account key's) is under
+// way.
+func writesKeys(hcp *v1alpha1.HostedControlPlane) bool {
+	if hcp.Status.ServiceAccountKey.Rotation != nil {
+		return true
+	}
+	for _, k := range authorityKinds {
+		if k.status(hcp).Rotation != nil {
+			return true
+		}
+	}
+	return false
 }

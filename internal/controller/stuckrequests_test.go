@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
@@ -84,4 +85,72 @@ func TestStuckRequestsReleased(t *testing.T) {
 	assert.True(t, strings.HasPrefix(event, "Normal Issuing "), event)
 	assert.Contains(t, event, "deleted CertificateRequest demo-etcd-3 of Certificate demo-etcd: cert-manager replaced the Secret demo-etcd-gone")
 	assert.InDelta(t, 20*time.Second, s.soon, float64(time.Second), "back when the young Certificate has issued for half a minute")
+}
+
+// While a rotation writes keys, a Certificate whose last issuance failed is
+// issued again at once (Issuing, ManuallyTriggered, and an event), five
+// seconds after the failure and up to five failures in a row; one that
+// failed moments ago brings the pass back then; one issuing, one that
+// never failed and one that failed too often are left to cert-manager, as
+// is every Certificate when no rotation writes keys.
+func TestFailedIssuancesRetriedWhileKeysRotate(t *testing.T) {
+	now := time.Now()
+	cert := func(name string, failedAgo time.Duration, attempts int, issuing bool) *cmv1.Certificate {
+		c := &cmv1.Certificate{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: name, Generation: 2, Labels: map[string]string{contract.ControlPlaneLabel: "demo"},
+		}}
+		if failedAgo > 0 {
+			c.Status.LastFailureTime, c.Status.FailedIssuanceAttempts = &metav1.Time{Time: now.Add(-failedAgo)}, &attempts
+			c.Status.Conditions = []cmv1.CertificateCondition{{Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionFalse, Reason: "Failed"}}
+		}
+		if issuing {
+			c.Status.Conditions = []cmv1.CertificateCondition{{Type: cmv1.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "Reissuing"}}
+		}
+		return c
+	}
+	failed := cert("demo-proxy", time.Minute, 1, false)
+	left := []*cmv1.Certificate{
+		cert("demo-etcd", 2*time.Second, 1, false),                 // failed moments ago
+		cert("demo-ca", time.Minute, retryFailedAttempts+1, false), // failed too often
+		cert("demo-sa", time.Minute, 1, true),                      // issuing again already
+		cert("demo-admin", 0, 0, false),                            // never failed
+	}
+	kinds := observedKinds()
+	require.NoError(t, cmv1.AddToScheme(kinds))
+	objs := []client.Object{failed}
+	for _, c := range left {
+		objs = append(objs, c)
+	}
+	c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(objs...).WithStatusSubresource(objs...).Build()
+	recorder := events.NewFakeRecorder(10)
+	r := &Reconciler{client: c, apiReader: c, recorder: recorder}
+	issuingReason := func(name string) string {
+		got := &cmv1.Certificate{}
+		require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: name}, got))
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == cmv1.CertificateConditionIssuing && cond.Status == cmmeta.ConditionTrue {
+				return cond.Reason
+			}
+		}
+		return ""
+	}
+
+	idle := &scope{hcp: controlPlane(nil)}
+	require.NoError(t, r.retryFailedIssuances(t.Context(), idle))
+	assert.Empty(t, issuingReason("demo-proxy"), "no rotation writes keys: cert-manager's backoff rules")
+	assert.Empty(t, recorder.Events)
+
+	s := &scope{hcp: controlPlane(nil)}
+	s.hcp.Status.CertificateAuthorities.FrontProxy.Rotation = &v1alpha1.KeyRotation{Phase: v1alpha1.DroppingOldCA}
+	require.NoError(t, r.retryFailedIssuances(t.Context(), s))
+	assert.Equal(t, "ManuallyTriggered", issuingReason("demo-proxy"), "the failed Certificate is issued again")
+	for _, l := range left[:2] {
+		assert.Empty(t, issuingReason(l.Name), "%s is left to cert-manager", l.Name)
+	}
+	assert.Equal(t, "Reissuing", issuingReason("demo-sa"), "one issuing is left as it is")
+	require.Len(t, recorder.Events, 1)
+	event := <-recorder.Events
+	assert.True(t, strings.HasPrefix(event, "Normal Issuing "), event)
+	assert.Contains(t, event, "asked cert-manager to issue Certificate demo-proxy again: its last issuance failed (1 in a row) while the control plane's keys rotate")
+	assert.InDelta(t, 3*time.Second, s.soon, float64(time.Second), "back when the one that failed moments ago is due")
 }
