@@ -133,7 +133,15 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 	if step.Wake > 0 {
 		s.wakeWithin(step.Wake)
 	}
-	if step.Replace {
+	switch {
+	case step.Replace && !s.done[v1alpha1.CertificatesReadyCondition]:
+		// The pass that renders DroppingOldCA changes the issuer of a CA
+		// never rotated to the self-signed one: cert-manager issues the
+		// old key a certificate of its own first. A key written while it
+		// does can fail that issuance (see retryFailedIssuances), so the
+		// new key waits until every certificate is issued for its spec.
+		s.wakeWithin(time.Second)
+	case step.Replace:
 		if err := r.replaceAuthority(ctx, s, k, a); err != nil {
 			r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
 			return
