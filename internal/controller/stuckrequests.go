@@ -46,24 +46,20 @@ const stuckAfter = 30 * time.Second
 // requests are listed from the API server, which costs nothing while none
 // is); one that issues for less brings the pass back then.
 func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
-	certs := &cmv1.CertificateList{}
-	err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name})
-	if apimeta.IsNoMatchError(err) {
-		return nil // no cert-manager: the PKI phase says so
-	}
+	certs, err := r.certificates(ctx, s)
 	if err != nil {
-		return fmt.Errorf("list certificates: %w", err)
+		return err
 	}
 	now := time.Now()
 	issuing := map[types.UID]bool{}
-	for i := range certs.Items {
-		since, ok := issuingSince(&certs.Items[i])
+	for i := range certs {
+		since, ok := issuingSince(&certs[i])
 		switch {
 		case !ok:
 		case now.Sub(since) < stuckAfter:
 			s.wakeWithin(stuckAfter - now.Sub(since))
 		default:
-			issuing[certs.Items[i].UID] = true
+			issuing[certs[i].UID] = true
 		}
 	}
 	if len(issuing) == 0 {
@@ -96,6 +92,20 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
 			req.Name, owner.Name, secret)
 	}
 	return nil
+}
+
+// certificates are the control plane's Certificates (none without
+// cert-manager: the PKI phase says so).
+func (r *Reconciler) certificates(ctx context.Context, s *scope) ([]cmv1.Certificate, error) {
+	certs := &cmv1.CertificateList{}
+	err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name})
+	if apimeta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list certificates: %w", err)
+	}
+	return certs.Items, nil
 }
 
 // issuingSince is when cert's Issuing condition turned true, if it is.
@@ -140,12 +150,12 @@ func (r *Reconciler) reissueSuperseded(ctx context.Context, s *scope, a render.A
 	if len(superseded) == 0 {
 		return nil
 	}
-	certs := &cmv1.CertificateList{}
-	if err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name}); err != nil {
-		return fmt.Errorf("list certificates: %w", err)
+	certs, err := r.certificates(ctx, s)
+	if err != nil {
+		return err
 	}
-	for i := range certs.Items {
-		cert := &certs.Items[i]
+	for i := range certs {
+		cert := &certs[i]
 		if !slices.Contains(superseded, cert.Spec.SecretName) || issuing(cert) {
 			continue
 		}
@@ -195,17 +205,13 @@ func (r *Reconciler) retryFailedIssuances(ctx context.Context, s *scope) error {
 	if !writesKeys(s.hcp) {
 		return nil
 	}
-	certs := &cmv1.CertificateList{}
-	err := r.client.List(ctx, certs, client.InNamespace(s.hcp.Namespace), client.MatchingLabels{contract.ControlPlaneLabel: s.hcp.Name})
-	if apimeta.IsNoMatchError(err) {
-		return nil // no cert-manager: the PKI phase says so
-	}
+	certs, err := r.certificates(ctx, s)
 	if err != nil {
-		return fmt.Errorf("list certificates: %w", err)
+		return err
 	}
 	now := time.Now()
-	for i := range certs.Items {
-		cert := &certs.Items[i]
+	for i := range certs {
+		cert := &certs[i]
 		failed, attempts := cert.Status.LastFailureTime, ptr.Deref(cert.Status.FailedIssuanceAttempts, 0)
 		if failed == nil || attempts > retryFailedAttempts || issuing(cert) {
 			continue
