@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -122,4 +123,45 @@ func TestDropOldKeyTaken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// In DroppingOldCA the new CA's key is written into the CA's Secret only
+// once every certificate is issued for its spec: the same phase changes the
+// issuer of a CA never rotated to the self-signed one, and a key written
+// while cert-manager issues for that can fail the issuance.
+func TestNewCAKeyWaitsForTheIssuerChange(t *testing.T) {
+	now := metav1.Now()
+	hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {
+		h.Status.CertificateAuthorities.FrontProxy.Rotation = &v1alpha1.KeyRotation{Phase: v1alpha1.DroppingOldCA, Since: now, StartedAt: now}
+	})
+	old := secret("demo-proxy", map[string][]byte{corev1.TLSPrivateKeyKey: []byte("old key")})
+	next := secret("demo-proxy-next", map[string][]byte{corev1.TLSPrivateKeyKey: []byte("new key")})
+	kinds := observedKinds()
+	require.NoError(t, cmv1.AddToScheme(kinds))
+	c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(hcp, old, next).WithStatusSubresource(hcp).Build()
+	recorder := events.NewFakeRecorder(20)
+	r := &Reconciler{client: c, apiReader: c, settings: render.DefaultSettings(), recorder: recorder}
+	s := observedWith(t, c, hcp)
+	s.done = map[string]bool{}
+	proxy, ok := authorityKindOf(v1alpha1.RotateFrontProxyCA)
+	require.True(t, ok)
+	held := func() string {
+		got := &corev1.Secret{}
+		require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(old), got))
+		return string(got.Data[corev1.TLSPrivateKeyKey])
+	}
+
+	r.rotateAuthority(t.Context(), s, proxy)
+	assert.Equal(t, "old key", held(), "not while a certificate is still issued for its spec")
+	assert.Equal(t, v1alpha1.DroppingOldCA, hcp.Status.CertificateAuthorities.FrontProxy.Rotation.Phase)
+	assert.Positive(t, s.soon, "the pass comes back")
+
+	s.done[v1alpha1.CertificatesReadyCondition] = true
+	r.rotateAuthority(t.Context(), s, proxy)
+	assert.Equal(t, "new key", held(), "written once every certificate is issued")
+	var told []string
+	for len(recorder.Events) > 0 {
+		told = append(told, <-recorder.Events)
+	}
+	assert.Contains(t, strings.Join(told, "\n"), "wrote the key of the new front proxy CA into Secret demo-proxy")
 }
