@@ -280,11 +280,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.stopForRestore(ctx, s)
 	r.run(ctx, s, r.management(), managementPhases(etcd.Component{Clients: r.etcd, Writer: r.client, Storage: r.apiReader, Events: r.recorder}))
 	if !s.done[v1alpha1.CertificatesReadyCondition] {
-		if err := r.releaseStuckRequests(ctx, s); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "release stuck certificate requests")
-		}
-		if err := r.retryFailedIssuances(ctx, s); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "retry failed certificate issuances")
+		if err := r.unstickIssuances(ctx, s); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "unstick certificate issuances")
 		}
 	}
 	r.restore(ctx, s)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -30,6 +31,17 @@ const stuckAfter = 30 * time.Second
 
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificaterequests,verbs=list;delete
 
+// unstickIssuances works around what can keep cert-manager from issuing
+// the control plane's Certificates (releaseStuckRequests,
+// retryFailedIssuances), from one listing of them.
+func (r *Reconciler) unstickIssuances(ctx context.Context, s *scope) error {
+	certs, err := r.certificates(ctx, s)
+	if err != nil {
+		return err
+	}
+	return errors.Join(r.releaseStuckRequests(ctx, s, certs), r.retryFailedIssuances(ctx, s, certs))
+}
+
 // releaseStuckRequests deletes the CertificateRequests of the control
 // plane's Certificates that cert-manager can never complete, so that it
 // asks again: a request whose temporary private key Secret (the
@@ -45,11 +57,7 @@ const stuckAfter = 30 * time.Second
 // Only a Certificate that has been issuing for stuckAfter is looked at (the
 // requests are listed from the API server, which costs nothing while none
 // is); one that issues for less brings the pass back then.
-func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope) error {
-	certs, err := r.certificates(ctx, s)
-	if err != nil {
-		return err
-	}
+func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope, certs []cmv1.Certificate) error {
 	now := time.Now()
 	issuing := map[types.UID]bool{}
 	for i := range certs {
@@ -201,13 +209,9 @@ const (
 // Certificate of the control plane whose last issuance failed, while any
 // rotation that writes keys into Secrets (a CA's, the service account
 // key's) is under way.
-func (r *Reconciler) retryFailedIssuances(ctx context.Context, s *scope) error {
+func (r *Reconciler) retryFailedIssuances(ctx context.Context, s *scope, certs []cmv1.Certificate) error {
 	if !writesKeys(s.hcp) {
 		return nil
-	}
-	certs, err := r.certificates(ctx, s)
-	if err != nil {
-		return err
 	}
 	now := time.Now()
 	for i := range certs {

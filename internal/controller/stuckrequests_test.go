@@ -74,8 +74,10 @@ func TestStuckRequestsReleased(t *testing.T) {
 	r := &Reconciler{client: c, apiReader: c, recorder: recorder}
 	s := &scope{hcp: controlPlane(nil)}
 
-	require.NoError(t, r.releaseStuckRequests(t.Context(), s))
-	err := c.Get(t.Context(), client.ObjectKeyFromObject(stuck), &cmv1.CertificateRequest{})
+	certs, err := r.certificates(t.Context(), s)
+	require.NoError(t, err)
+	require.NoError(t, r.releaseStuckRequests(t.Context(), s, certs))
+	err = c.Get(t.Context(), client.ObjectKeyFromObject(stuck), &cmv1.CertificateRequest{})
 	assert.True(t, apierrors.IsNotFound(err), "the request whose private key Secret is gone is deleted: %v", err)
 	for _, k := range kept {
 		assert.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(k), &cmv1.CertificateRequest{}), "%s stays", k.Name)
@@ -136,13 +138,15 @@ func TestFailedIssuancesRetriedWhileKeysRotate(t *testing.T) {
 	}
 
 	idle := &scope{hcp: controlPlane(nil)}
-	require.NoError(t, r.retryFailedIssuances(t.Context(), idle))
+	certs, err := r.certificates(t.Context(), idle)
+	require.NoError(t, err)
+	require.NoError(t, r.retryFailedIssuances(t.Context(), idle, certs))
 	assert.Empty(t, issuingReason("demo-proxy"), "no rotation writes keys: cert-manager's backoff rules")
 	assert.Empty(t, recorder.Events)
 
 	s := &scope{hcp: controlPlane(nil)}
 	s.hcp.Status.CertificateAuthorities.FrontProxy.Rotation = &v1alpha1.KeyRotation{Phase: v1alpha1.DroppingOldCA}
-	require.NoError(t, r.retryFailedIssuances(t.Context(), s))
+	require.NoError(t, r.retryFailedIssuances(t.Context(), s, certs))
 	assert.Equal(t, "ManuallyTriggered", issuingReason("demo-proxy"), "the failed Certificate is issued again")
 	for _, l := range left[:2] {
 		assert.Empty(t, issuingReason(l.Name), "%s is left to cert-manager", l.Name)
