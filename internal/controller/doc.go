@@ -9,7 +9,8 @@
 // one loop (phases.go): on the management side in order, components that
 // share a condition forming one phase, and a phase that is not done stops
 // the pass, so an upgrade moves etcd, then the API servers, then the
-// controllers, never two at once; on the workload side, once the API server
+// controllers, never two at once (only on the first start do the API
+// servers start beside etcd, see startsTogether); on the workload side, once the API server
 // answers and through Cluster API's ClusterCache, each phase stands alone
 // and never makes the control plane unavailable. There too, once every API
 // server encrypts with the key observation found or generated

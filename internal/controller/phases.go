@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -91,13 +92,40 @@ func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase)
 			continue
 		}
 		if !out.Done {
-			s.blocked = &blockedPhase{condition: p.condition, Outcome: out}
+			if s.blocked == nil {
+				s.blocked = &blockedPhase{condition: p.condition, Outcome: out}
+			}
+			if startsTogether(s, p.condition, out) {
+				continue
+			}
 			markWaiting(s.hcp, phases, i)
 			return nil
 		}
 		s.done[p.condition] = true
 	}
 	return problems
+}
+
+// startsTogether tells whether, on the management side, the phases after
+// one that is not done are kept all the same: on a control plane's first
+// start (it has never answered), etcd's phase lets the API servers create
+// and keep their Deployment while etcd's pods start, so that the API
+// servers' start, the longest of all, overlaps etcd's; they wait for etcd as
+// they would after a restart. The order that keeps an upgrade safe protects
+// what serves, and nothing serves yet. The controllers still wait for the
+// API servers: the controller manager exits when it cannot read the
+// authentication ConfigMap at start, and would then wait out a crash loop's
+// backoff. It holds only while etcd merely waits: a bad situation still ends
+// the pass, and so does every phase before etcd (certificates, kubeconfigs,
+// exposure), which the API servers mount. A restore never starts together:
+// the API servers must not run before the restored data.
+func startsTogether(s *scope, condition string, out readiness.Outcome) bool {
+	if out.Warn || condition != v1alpha1.EtcdReadyCondition {
+		return false
+	}
+	hcp := s.hcp
+	return !ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) &&
+		hcp.Spec.Etcd.Restore == nil && hcp.Status.Etcd.Restoring == nil
 }
 
 // tracePhase runs a phase in a span of its own, "phase <condition>", which

@@ -217,9 +217,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.watches.ensure(ctx)
-	cluster, err := util.GetOwnerCluster(ctx, r.client, hcp.ObjectMeta)
+	cluster, err := r.clusterOf(ctx, hcp)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("owner cluster: %w", err)
+		return ctrl.Result{}, err
 	}
 	if cluster != nil {
 		span.SetAttributes(telemetry.Cluster.String(cluster.Name))
@@ -261,6 +261,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		result.RequeueAfter = s.soon
 	}
 	return s.sooner(result), err
+}
+
+// clusterOf is the Cluster of a control plane: its owner, or, until Cluster
+// API's Cluster controller has set that reference (it takes a second or two
+// after both are created), the one Cluster of its namespace whose
+// spec.controlPlaneRef names it. Only a Cluster of the control plane's own
+// namespace can name it, and two that both do leave it waiting for the
+// owner reference. Nil when neither is found yet: the Cluster's watch
+// brings the pass back.
+func (r *Reconciler) clusterOf(ctx context.Context, hcp *v1alpha1.HostedControlPlane) (*clusterv1.Cluster, error) {
+	cluster, err := util.GetOwnerCluster(ctx, r.client, hcp.ObjectMeta)
+	if err != nil {
+		return nil, fmt.Errorf("owner cluster: %w", err)
+	}
+	if cluster != nil {
+		return cluster, nil
+	}
+	clusters := &clusterv1.ClusterList{}
+	if err := r.client.List(ctx, clusters, client.InNamespace(hcp.Namespace)); err != nil {
+		return nil, fmt.Errorf("list Clusters: %w", err)
+	}
+	var naming []*clusterv1.Cluster
+	for i := range clusters.Items {
+		if key, ok := controlPlaneOf(&clusters.Items[i]); ok && key == client.ObjectKeyFromObject(hcp) {
+			naming = append(naming, &clusters.Items[i])
+		}
+	}
+	if len(naming) != 1 {
+		return nil, nil //nolint:nilnil // no Cluster yet is not an error: its watch brings the pass back
+	}
+	return naming[0], nil
+}
+
+// controlPlaneOf is the HostedControlPlane a Cluster's spec.controlPlaneRef
+// names, in the Cluster's namespace; false when it names another kind.
+func controlPlaneOf(cluster *clusterv1.Cluster) (client.ObjectKey, bool) {
+	ref := cluster.Spec.ControlPlaneRef
+	if ref.Kind != "HostedControlPlane" || ref.APIGroup != v1alpha1.GroupVersion.Group {
+		return client.ObjectKey{}, false
+	}
+	return client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, true
 }
 
 // blockMoveMessage is the value of clusterctl's block-move annotation on

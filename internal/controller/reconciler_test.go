@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -254,6 +256,51 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 	assert.True(t, s.blocked.Warn)
 }
 
+// On a control plane's first start the API servers are kept while etcd's
+// pods start, the controllers still wait for the API servers, and the first
+// phase not done holds Available; once the control plane has answered, or while a restore runs,
+// or when etcd is in a bad situation, a phase not done stops the pass again.
+func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
+	r, on := onFakeCluster()
+	on.ordered = true
+	certs := &fakeComponent{name: "pki", condition: v1alpha1.CertificatesReadyCondition, out: readiness.Ready("issued")}
+	members := &fakeComponent{name: "etcd", condition: v1alpha1.EtcdReadyCondition}
+	apiServers := &fakeComponent{name: "apiserver", condition: v1alpha1.APIServerReadyCondition, out: readiness.RollingOut("the API servers")}
+	controllers := &fakeComponent{name: "controller-manager", condition: v1alpha1.ControllersReadyCondition, out: readiness.RollingOut("the controller manager")}
+	phases := phasesOf([]components.Component{certs, members, apiServers, controllers})
+	pass := func(hcp *v1alpha1.HostedControlPlane, etcdOut readiness.Outcome) *scope {
+		members.out = etcdOut
+		apiServers.rendered, controllers.rendered = false, false
+		s := &scope{hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{}}
+		r.run(t.Context(), s, on, phases)
+		return s
+	}
+	starting := readiness.Waiting(v1alpha1.ProgressingReason, "1 of 3 etcd members ready")
+
+	s := pass(&v1alpha1.HostedControlPlane{}, starting)
+	assert.True(t, apiServers.rendered, "the API servers start beside etcd")
+	assert.False(t, controllers.rendered, "the controllers wait for the API servers")
+	assert.Equal(t, "waiting for "+v1alpha1.APIServerReadyCondition, conditions.Get(s.hcp, v1alpha1.ControllersReadyCondition).Message)
+	require.NotNil(t, s.blocked)
+	assert.Equal(t, v1alpha1.EtcdReadyCondition, s.blocked.condition, "etcd still holds Available")
+	assert.Equal(t, map[string]bool{v1alpha1.CertificatesReadyCondition: true}, s.done)
+	assert.Equal(t, readiness.RollingOut("the API servers").Message, conditions.Get(s.hcp, v1alpha1.APIServerReadyCondition).Message)
+
+	s = pass(&v1alpha1.HostedControlPlane{}, readiness.Problem(v1alpha1.EtcdUnhealthyReason, "member down"))
+	assert.False(t, apiServers.rendered, "a bad situation of etcd stops the pass")
+	assert.Equal(t, "waiting for "+v1alpha1.EtcdReadyCondition, conditions.Get(s.hcp, v1alpha1.APIServerReadyCondition).Message)
+
+	answered := &v1alpha1.HostedControlPlane{}
+	answered.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	pass(answered, starting)
+	assert.False(t, apiServers.rendered, "after the first answer etcd comes before the API servers")
+
+	restoring := &v1alpha1.HostedControlPlane{}
+	restoring.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest"}
+	pass(restoring, starting)
+	assert.False(t, apiServers.rendered, "the API servers wait for the restored etcd")
+}
+
 // On the workload side each phase stands alone: one that fails is told, and
 // the others are still kept.
 func TestRunKeepsEveryWorkloadPhase(t *testing.T) {
@@ -272,4 +319,40 @@ func TestRunKeepsEveryWorkloadPhase(t *testing.T) {
 	assert.Equal(t, v1alpha1.ApplyFailedReason, conditions.Get(s.hcp, v1alpha1.NodeJoinReadyCondition).Reason)
 	assert.Equal(t, v1alpha1.ProgressingReason, conditions.Get(s.hcp, v1alpha1.CoreDNSReadyCondition).Reason)
 	assert.Equal(t, metav1.ConditionTrue, conditions.Get(s.hcp, v1alpha1.KubeProxyReadyCondition).Status)
+}
+
+// A control plane's Cluster is its owner; until Cluster API sets that
+// reference, the one Cluster of its namespace whose controlPlaneRef names it,
+// and none when two do, or when the only one is in another namespace or
+// names another kind.
+func TestClusterOf(t *testing.T) {
+	hcp := &v1alpha1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo"}}
+	naming := func(ns, name, kind string) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: "demo"}
+		return c
+	}
+	owned := hcp.DeepCopy()
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "owner"}}
+	for name, tc := range map[string]struct {
+		hcp      *v1alpha1.HostedControlPlane
+		clusters []client.Object
+		want     string
+	}{
+		"owner":                        {owned, []client.Object{naming("ns", "owner", "HostedControlPlane"), naming("ns", "other", "HostedControlPlane")}, "owner"},
+		"named, not owned yet":         {hcp, []client.Object{naming("ns", "demo", "HostedControlPlane")}, "demo"},
+		"none":                         {hcp, nil, ""},
+		"named by two":                 {hcp, []client.Object{naming("ns", "a", "HostedControlPlane"), naming("ns", "b", "HostedControlPlane")}, ""},
+		"named from another namespace": {hcp, []client.Object{naming("other", "demo", "HostedControlPlane")}, ""},
+		"another kind named":           {hcp, []client.Object{naming("ns", "demo", "KubeadmControlPlane")}, ""},
+	} {
+		c := fake.NewClientBuilder().WithScheme(observedKinds()).WithObjects(tc.clusters...).Build()
+		got, err := (&Reconciler{client: c}).clusterOf(t.Context(), tc.hcp)
+		require.NoError(t, err, name)
+		if tc.want == "" {
+			assert.Nil(t, got, name)
+		} else if assert.NotNil(t, got, name) {
+			assert.Equal(t, tc.want, got.Name, name)
+		}
+	}
 }

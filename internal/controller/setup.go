@@ -211,11 +211,11 @@ func mapCluster(_ context.Context, obj client.Object) []reconcile.Request {
 	if !ok {
 		return nil
 	}
-	ref := cluster.Spec.ControlPlaneRef
-	if ref.Kind != "HostedControlPlane" || ref.APIGroup != v1alpha1.GroupVersion.Group {
+	key, ok := controlPlaneOf(cluster)
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
 // optionalKind is a kind whose CRD may be installed after the controller

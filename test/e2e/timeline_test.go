@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,8 +50,12 @@ type timeline struct {
 	// its containers first all running, it first ready, a Certificate
 	// first ready, by name.
 	created, started, ready, issued map[string]time.Duration
-	available                       time.Duration
-	done                            chan struct{}
+	// requested is when each Certificate was first seen, owned when the
+	// control plane was first seen owned by its Cluster (from then on the
+	// controller keeps it).
+	requested        map[string]time.Duration
+	owned, available time.Duration
+	done             chan struct{}
 	// stages are when each stage completed, as of Available (see
 	// stagesOf): the pods are deleted with their Cluster afterwards.
 	stages map[string]time.Duration
@@ -68,7 +73,8 @@ func watchTimeline(t testing.TB, key client.ObjectKey) *timeline {
 	tl := &timeline{
 		start: time.Now(), pods: map[string]*corev1.Pod{}, certificates: map[string]*cmv1.Certificate{},
 		created: map[string]time.Duration{}, started: map[string]time.Duration{}, ready: map[string]time.Duration{}, issued: map[string]time.Duration{},
-		done: make(chan struct{}),
+		requested: map[string]time.Duration{},
+		done:      make(chan struct{}),
 	}
 	c, err := client.NewWithWatch(mgmt.REST, client.Options{Scheme: k8s.Scheme()})
 	require.NoError(t, err)
@@ -127,12 +133,16 @@ func (tl *timeline) see(obj any) {
 		}
 	case *cmv1.Certificate:
 		tl.certificates[o.Name] = o
+		first(tl.requested, o.Name)
 		for _, c := range o.Status.Conditions {
 			if c.Type == cmv1.CertificateConditionReady && c.Status == cmmeta.ConditionTrue {
 				first(tl.issued, o.Name)
 			}
 		}
 	case *v1alpha1.HostedControlPlane:
+		if tl.owned == 0 && len(o.OwnerReferences) > 0 {
+			tl.owned = now
+		}
 		if c := apimeta.FindStatusCondition(o.Status.Conditions, v1alpha1.EtcdReadyCondition); c != nil {
 			step := fmt.Sprintf("%s: %s", c.Reason, c.Message)
 			if n := len(tl.etcdSteps); n == 0 || !strings.HasSuffix(tl.etcdSteps[n-1], " "+step) {
@@ -237,6 +247,17 @@ func (tl *timeline) String() string {
 	out := ""
 	for _, s := range stages {
 		out += fmt.Sprintf(" %s=%.1fs", s, tl.stages[s].Seconds())
+	}
+	if len(tl.requested) > 0 {
+		span := func(at map[string]time.Duration) string {
+			times := slices.Sorted(maps.Values(at))
+			if len(times) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1fs..%.1fs", times[0].Seconds(), times[len(times)-1].Seconds())
+		}
+		out += fmt.Sprintf("\n  owned by its Cluster=%.1fs, %d certificates requested=%s issued=%s",
+			tl.owned.Seconds(), len(tl.requested), span(tl.requested), span(tl.issued))
 	}
 	for _, p := range tl.podTimes {
 		out += "\n  " + p
