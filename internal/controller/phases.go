@@ -108,19 +108,20 @@ func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase)
 
 // startsTogether tells whether, on the management side, the phases after
 // one that is not done are kept all the same: on a control plane's first
-// start (it has never answered), etcd's phase lets the API servers create
-// and keep their Deployment while etcd's pods start, so that the API
-// servers' start, the longest of all, overlaps etcd's; they wait for etcd as
-// they would after a restart. The order that keeps an upgrade safe protects
-// what serves, and nothing serves yet. The controllers still wait for the
-// API servers: the controller manager exits when it cannot read the
+// start (it has never answered, and its API servers' Deployment does not
+// exist yet), etcd's phase lets the API servers create their Deployment
+// while etcd's pods start, so that the API servers' pods are scheduled and
+// started by the time etcd answers, and they connect then, as after a
+// restart. Once the Deployment exists the order holds again: it changes
+// only once etcd is ready, as in an upgrade. The controllers still wait for
+// the API servers: the controller manager exits when it cannot read the
 // authentication ConfigMap at start, and would then wait out a crash loop's
 // backoff. It holds only while etcd merely waits: a bad situation still ends
 // the pass, and so does every phase before etcd (certificates, kubeconfigs,
 // exposure), which the API servers mount. A restore never starts together:
 // the API servers must not run before the restored data.
 func startsTogether(s *scope, condition string, out readiness.Outcome) bool {
-	if out.Warn || condition != v1alpha1.EtcdReadyCondition {
+	if out.Warn || condition != v1alpha1.EtcdReadyCondition || s.facts == nil || s.facts.apiServer != nil {
 		return false
 	}
 	hcp := s.hcp

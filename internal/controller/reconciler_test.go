@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -256,10 +257,11 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 	assert.True(t, s.blocked.Warn)
 }
 
-// On a control plane's first start the API servers are kept while etcd's
-// pods start, the controllers still wait for the API servers, and the first
-// phase not done holds Available; once the control plane has answered, or while a restore runs,
-// or when etcd is in a bad situation, a phase not done stops the pass again.
+// On a control plane's first start the API servers' Deployment is created
+// while etcd's pods start, the controllers still wait for the API servers,
+// and the first phase not done holds Available; once that Deployment
+// exists, once the control plane has answered, while a restore runs, or
+// when etcd is in a bad situation, a phase not done stops the pass again.
 func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	r, on := onFakeCluster()
 	on.ordered = true
@@ -268,12 +270,15 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	apiServers := &fakeComponent{name: "apiserver", condition: v1alpha1.APIServerReadyCondition, out: readiness.RollingOut("the API servers")}
 	controllers := &fakeComponent{name: "controller-manager", condition: v1alpha1.ControllersReadyCondition, out: readiness.RollingOut("the controller manager")}
 	phases := phasesOf([]components.Component{certs, members, apiServers, controllers})
-	pass := func(hcp *v1alpha1.HostedControlPlane, etcdOut readiness.Outcome) *scope {
+	passWith := func(hcp *v1alpha1.HostedControlPlane, etcdOut readiness.Outcome, apiServer *appsv1.Deployment) *scope {
 		members.out = etcdOut
 		apiServers.rendered, controllers.rendered = false, false
-		s := &scope{hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{}}
+		s := &scope{hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{}, facts: &facts{apiServer: apiServer}}
 		r.run(t.Context(), s, on, phases)
 		return s
+	}
+	pass := func(hcp *v1alpha1.HostedControlPlane, etcdOut readiness.Outcome) *scope {
+		return passWith(hcp, etcdOut, nil)
 	}
 	starting := readiness.Waiting(v1alpha1.ProgressingReason, "1 of 3 etcd members ready")
 
@@ -289,6 +294,9 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	s = pass(&v1alpha1.HostedControlPlane{}, readiness.Problem(v1alpha1.EtcdUnhealthyReason, "member down"))
 	assert.False(t, apiServers.rendered, "a bad situation of etcd stops the pass")
 	assert.Equal(t, "waiting for "+v1alpha1.EtcdReadyCondition, conditions.Get(s.hcp, v1alpha1.APIServerReadyCondition).Message)
+
+	passWith(&v1alpha1.HostedControlPlane{}, starting, &appsv1.Deployment{})
+	assert.False(t, apiServers.rendered, "once the API servers' Deployment exists it changes only after etcd")
 
 	answered := &v1alpha1.HostedControlPlane{}
 	answered.Status.Initialization.ControlPlaneInitialized = ptr.To(true)

@@ -66,18 +66,19 @@ func TestControlPlaneComesUp(t *testing.T) {
 	waitCondition(t, hcp, v1alpha1.KubeconfigReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	kubeconfig := checkKubeconfig(t, ns, port)
 
-	// Rollout order: the API servers wait for etcd, the controllers for
-	// the API servers.
+	// Rollout order on a first start: the API servers' Deployment is
+	// created beside etcd's StatefulSet, and the controllers wait for the
+	// API servers (TestUpgradeRollsInOrder: an upgrade waits for etcd).
 	etcd := get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
 	assert.Contains(t, etcd.Spec.Template.Spec.Containers[0].Args, "--quota-backend-bytes=738197504",
 		"the default 2Gi volume gives etcd a quota of 704Mi")
 	get(t, &policyv1.PodDisruptionBudget{}, ns, "demo-etcd")
 	get(t, &networkingv1.NetworkPolicy{}, ns, "demo-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionFalse, v1alpha1.ProgressingReason)
-	absent(t, &appsv1.Deployment{}, ns, "demo-apiserver")
+	get(t, &appsv1.Deployment{}, ns, "demo-apiserver")
+	absent(t, &appsv1.Deployment{}, ns, "demo-controller-manager")
 	rollOutStatefulSet(t, ns, "demo-etcd")
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	get(t, &appsv1.Deployment{}, ns, "demo-apiserver")
 	checkAPIServerPDB(t, ns)
 	absent(t, &appsv1.Deployment{}, ns, "demo-controller-manager")
 	rollOutDeployment(t, ns, "demo-apiserver")
