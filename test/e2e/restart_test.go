@@ -74,6 +74,13 @@ func TestControllerKilledWhileProvisioning(t *testing.T) {
 				if _, issued := o.GetAnnotations()[cmv1.CertificateNameKey]; issued {
 					continue // a Secret of cert-manager's, removed by the finalizer
 				}
+				if o.GetLabels()[cmv1.IsNextPrivateKeySecretLabelKey] == "true" {
+					// cert-manager's temporary private key, owned by its
+					// Certificate: its key manager, behind its own cache,
+					// can leave a second one when it issues a Certificate
+					// twice in a second (seen in CI, the cluster CA's).
+					continue
+				}
 				if assert.Len(t, owners, 1, "owners of %T %s", o, o.GetName()) {
 					assert.Equal(t, hcp.UID, owners[0].UID, "owner of %T %s", o, o.GetName())
 				}
