@@ -73,7 +73,8 @@ func DefaultOptions() Options {
 type Reconciler struct {
 	client client.Client
 	// apiReader reads what is not ours and not in the label-scoped cache:
-	// backup Secrets, etcd's EndpointSlices and client certificate.
+	// backup Secrets, etcd's EndpointSlices and client certificate; and the
+	// control plane past the cache before a snapshot (behind).
 	apiReader client.Reader
 	etcd      *etcd.Checker
 	recorder  events.EventRecorder
@@ -195,6 +196,14 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 			"the snapshot asked for with %s is taken at %s: the platform allows one snapshot of a control plane every %s (MIN_BACKUP_INTERVAL), and the last began at %s",
 			v1alpha1.BackupNowAnnotation, earliest.UTC().Format(time.RFC3339), r.opts.MinInterval, hcp.Status.Etcd.LastBackupTime.UTC().Format(time.RFC3339))
 	}
+	if asked || !now.Before(due) {
+		if behind, err := r.behind(ctx, hcp); err != nil || behind {
+			// The cache has not seen this controller's own write after
+			// its last snapshot yet (a pass woken at once by the slot
+			// that snapshot freed): a snapshot now would be a second one.
+			return ctrl.Result{RequeueAfter: time.Second}, err
+		}
+	}
 	result := ctrl.Result{RequeueAfter: r.opts.RetryInterval}
 	switch {
 	case now.Before(due) && !asked:
@@ -213,6 +222,22 @@ func (r *Reconciler) scheduled(ctx context.Context, hcp *v1alpha1.HostedControlP
 	// After a failure the due time stays, in the past: overdue.
 	hcp.Status.Etcd.NextBackupTime = &metav1.Time{Time: due}
 	return result, helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{v1alpha1.BackupReadyCondition}})
+}
+
+// behind tells whether the API server holds a newer state of a control
+// plane's snapshots than hcp, read from the cache: another snapshot
+// recorded, or the backup-now request already taken.
+func (r *Reconciler) behind(ctx context.Context, hcp *v1alpha1.HostedControlPlane) (bool, error) {
+	live := &v1alpha1.HostedControlPlane{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(hcp), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if live.Status.Etcd.LastBackupKey != hcp.Status.Etcd.LastBackupKey {
+		return true, nil
+	}
+	_, asked := hcp.Annotations[v1alpha1.BackupNowAnnotation]
+	_, stillAsked := live.Annotations[v1alpha1.BackupNowAnnotation]
+	return asked && !stillAsked, nil
 }
 
 // final takes the snapshot a control plane being deleted leaves behind,
