@@ -282,16 +282,16 @@ func (r *Reconciler) clusterOf(ctx context.Context, hcp *v1alpha1.HostedControlP
 	if err := r.client.List(ctx, clusters, client.InNamespace(hcp.Namespace)); err != nil {
 		return nil, fmt.Errorf("list Clusters: %w", err)
 	}
-	var naming []*clusterv1.Cluster
+	var named *clusterv1.Cluster
 	for i := range clusters.Items {
 		if key, ok := controlPlaneOf(&clusters.Items[i]); ok && key == client.ObjectKeyFromObject(hcp) {
-			naming = append(naming, &clusters.Items[i])
+			if named != nil {
+				return nil, nil //nolint:nilnil // named by two: the owner reference decides
+			}
+			named = &clusters.Items[i]
 		}
 	}
-	if len(naming) != 1 {
-		return nil, nil //nolint:nilnil // no Cluster yet is not an error: its watch brings the pass back
-	}
-	return naming[0], nil
+	return named, nil
 }
 
 // controlPlaneOf is the HostedControlPlane a Cluster's spec.controlPlaneRef
