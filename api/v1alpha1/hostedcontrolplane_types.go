@@ -402,6 +402,14 @@ type CertificateAuthorityStatus struct {
 	// root of its own (self-signed), and only it is trusted.
 	// +optional
 	RotatedAt *metav1.Time `json:"rotatedAt,omitempty"`
+
+	// trustSecret (the etcd CA's alone) tells that what verifies the CA's
+	// certificates reads the Secret <cluster>-etcd-trust, which holds the
+	// CA of <cluster>-etcd, rather than the ca.crt beside its own
+	// certificate: set when a cross-signed rotation ended (see
+	// KeyRotation's crossSigned).
+	// +optional
+	TrustSecret bool `json:"trustSecret,omitempty"`
 }
 
 // KeyRotation is a rotation of a key under way: which phase it is in and
@@ -437,6 +445,15 @@ type KeyRotation struct {
 	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MaxLength=253
 	RenewedNodes []string `json:"renewedNodes,omitempty"`
+
+	// crossSigned (a rotation of the etcd CA) tells that the new CA is
+	// cross-signed by the old one (the Secret <cluster>-etcd-cross):
+	// certificates are issued through that until nothing trusts the old CA
+	// any more, so that etcd's members restart once, to trust the new CA
+	// alone, instead of twice. A rotation started by an earlier release
+	// has it unset and ends as it began.
+	// +optional
+	CrossSigned bool `json:"crossSigned,omitempty"`
 }
 
 // RotationPhase is a phase of a key rotation.

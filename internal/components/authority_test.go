@@ -19,12 +19,15 @@ import (
 )
 
 // Each phase of a rotation of the etcd CA renders what etcd's members and
-// the API servers trust (the bundle of old and new while both may be
-// presented, otherwise the ca.crt beside their certificates), which Issuer
-// issues etcd's certificates, and how the CAs are issued: the new one a
-// root of its own, the CA's own Certificate self-signed from DroppingOldCA
-// on. Outside a rotation nothing differs from a control plane never
-// rotated, so a controller upgrade rolls nothing.
+// the API servers trust (the trust Secret: in a rotation an earlier release
+// started, the bundle of old and new while both may be presented; in a
+// cross-signed one, the CA in <cluster>-etcd once the new CA is there, and
+// ever after; otherwise the ca.crt beside their certificates), which
+// Issuer issues etcd's certificates, and how the CAs are issued: the new
+// one a root of its own, the CA's own Certificate self-signed from
+// DroppingOldCA on. Outside a rotation nothing differs from a control plane
+// never rotated, or rotated by an earlier release, so a controller upgrade
+// rolls nothing.
 func TestEtcdCAFollowsTheRotation(t *testing.T) {
 	const (
 		bundle = "/etc/etcd/pki/trust/ca.crt"
@@ -32,20 +35,38 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 	)
 	oldCA, newCA := []byte("-----OLD-----\n"), []byte("-----NEW-----\n")
 	for _, tc := range []struct {
-		name       string
-		phase      v1alpha1.RotationPhase
-		rotated    bool
-		replaced   bool
+		name     string
+		phase    v1alpha1.RotationPhase
+		rotated  bool
+		replaced bool
+		cross    bool
+		// trustSecret: rotated before by a cross-signed rotation.
+		trustSecret bool
+		// bundled: what verifies reads the trust Secret, which holds
+		// trust.
 		bundled    bool
+		trust      string
 		issuer     string
 		selfSigned bool
 	}{
 		{name: "never-rotated", issuer: "demo-etcd"},
-		{name: "trusting", phase: v1alpha1.TrustingNewCA, bundled: true, issuer: "demo-etcd"},
-		{name: "issuing", phase: v1alpha1.IssuingFromNewCA, bundled: true, issuer: "demo-etcd-next"},
-		{name: "dropping", phase: v1alpha1.DroppingOldCA, issuer: "demo-etcd-next", selfSigned: true},
+		{name: "trusting", phase: v1alpha1.TrustingNewCA, bundled: true, trust: "-----OLD-----\n-----NEW-----\n", issuer: "demo-etcd"},
+		{name: "issuing", phase: v1alpha1.IssuingFromNewCA, bundled: true, trust: "-----OLD-----\n-----NEW-----\n", issuer: "demo-etcd-next"},
+		{name: "dropping", phase: v1alpha1.DroppingOldCA, trust: "-----OLD-----\n-----NEW-----\n", issuer: "demo-etcd-next", selfSigned: true},
 		{name: "dropping-replaced", phase: v1alpha1.DroppingOldCA, replaced: true, issuer: "demo-etcd", selfSigned: true},
 		{name: "rotated", rotated: true, issuer: "demo-etcd", selfSigned: true},
+		// Cross-signed: nothing rolls to trust a bundle, and what verifies
+		// moves to the trust Secret once, when it holds the new CA.
+		{name: "cross-trusting", phase: v1alpha1.TrustingNewCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd"},
+		{name: "cross-issuing", phase: v1alpha1.IssuingFromNewCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd-cross"},
+		{name: "cross-dropping", phase: v1alpha1.DroppingOldCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd-cross", selfSigned: true},
+		{name: "cross-dropping-replaced", phase: v1alpha1.DroppingOldCA, cross: true, replaced: true, bundled: true, trust: "-----NEW-----\n",
+			issuer: "demo-etcd-cross", selfSigned: true},
+		{name: "cross-rotated", rotated: true, trustSecret: true, bundled: true, trust: "-----OLD-----\n", issuer: "demo-etcd", selfSigned: true},
+		{name: "cross-again-trusting", phase: v1alpha1.TrustingNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
+			trust: "-----OLD-----\n", issuer: "demo-etcd", selfSigned: true},
+		{name: "cross-again-issuing", phase: v1alpha1.IssuingFromNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
+			trust: "-----OLD-----\n", issuer: "demo-etcd-cross", selfSigned: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := goldenCases[1].input(t)
@@ -55,16 +76,18 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			o.AuthoritySecrets["demo-etcd"] = render.AuthoritySecret{Key: "k1", CertKey: "c1"}
 			if tc.replaced {
 				o.AuthoritySecrets["demo-etcd"] = render.AuthoritySecret{SelfSigned: true, Key: "k2", CertKey: "c2"}
+				o.CACerts["demo-etcd"] = newCA
 			}
 			o.SecretDigests = maps.Clone(o.SecretDigests)
 			in = in.With(o)
 			st := &in.ControlPlane.Status.CertificateAuthorities.Etcd
 			if tc.phase != "" {
-				st.Rotation = &v1alpha1.KeyRotation{Phase: tc.phase, Since: metav1.Now()}
+				st.Rotation = &v1alpha1.KeyRotation{Phase: tc.phase, Since: metav1.Now(), CrossSigned: tc.cross}
 			}
 			if tc.rotated {
 				st.RotatedAt = &metav1.Time{}
 			}
+			st.TrustSecret = tc.trustSecret
 
 			members := etcdStatefulSet(t, in)
 			trusted := []string{"/etc/etcd/pki/server/ca.crt"}
@@ -82,13 +105,14 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			require.Equal(t, "wait-for-peers", join.Name)
 			assert.Equal(t, peerTrusted, flagValues(join.Args, "peer-trusted-ca-file"))
 			assert.Equal(t, tc.bundled, slices.ContainsFunc(join.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "trust" && m.ReadOnly }))
-			// What of their own Secrets the members read at start, which
-			// their pod template digests: the CA beside their certificates,
-			// but nothing while they trust the bundle, so that the
-			// certificates issued again meanwhile, which they load at every
-			// handshake, restart no member.
+			// What of their own Secrets the members and the API servers
+			// read at start, which their pod templates digest: the CA
+			// beside their certificates, but nothing while they trust the
+			// trust Secret, so that the certificates issued again
+			// meanwhile, which they load at every handshake, restart
+			// nothing.
 			startup := StartupKeys(in)
-			for _, secret := range []string{"demo-etcd-server", "demo-etcd-peer"} {
+			for _, secret := range []string{"demo-etcd-server", "demo-etcd-peer", "demo-apiserver-etcd-client"} {
 				keys, listed := startup[secret]
 				assert.True(t, listed, secret)
 				if tc.bundled {
@@ -97,7 +121,6 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 					assert.Equal(t, []string{render.CAKey}, keys, secret)
 				}
 			}
-			assert.Equal(t, []string{render.CAKey}, startup["demo-apiserver-etcd-client"], "the API servers read the CA beside their etcd client certificate at start")
 
 			d, err := apiServerDeployment(in)
 			require.NoError(t, err)
@@ -113,6 +136,8 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			assert.Equal(t, "demo-proxy", certs["demo-front-proxy-client"].Spec.IssuerRef.Name, "the front proxy CA is not rotated")
 			assert.Equal(t, []string{"demo-apiserver-etcd-client", "demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client"},
 				CertificatesOf(in, tc.issuer))
+			_, crossIssuer := issuers(t, in)["demo-etcd-cross"]
+			assert.Equal(t, tc.issuer == "demo-etcd-cross", crossIssuer, "Cross has an Issuer while it issues")
 			wantIssuer := "demo-ca"
 			if tc.selfSigned {
 				wantIssuer = "demo-selfsigned"
@@ -134,14 +159,14 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 					trust = obj.(*corev1.Secret)
 				}
 			}
-			if tc.phase == "" {
+			if tc.phase == "" && !tc.trustSecret {
 				assert.Nil(t, trust, "no trust bundle outside a rotation")
 				return
 			}
 			require.NotNil(t, trust, "the bundle stays until the rotation ends: pods of the phase before still mount it")
 			assert.Equal(t, "kube-apiserver", trust.Labels[contract.ComponentLabel], "pruned by Configs once the rotation ended")
-			if !tc.replaced {
-				assert.Equal(t, string(oldCA)+string(newCA), string(trust.Data["ca.crt"]))
+			if tc.trust != "" {
+				assert.Equal(t, tc.trust, string(trust.Data["ca.crt"]))
 			}
 		})
 	}
@@ -167,6 +192,20 @@ func mountsSecret(pod corev1.PodSpec, secret string) bool {
 		}
 	}
 	return false
+}
+
+// issuers are the Issuers PKI renders, by name.
+func issuers(t *testing.T, in render.Input) map[string]*cmv1.Issuer {
+	t.Helper()
+	objs, err := PKI{}.Render(in)
+	require.NoError(t, err)
+	out := map[string]*cmv1.Issuer{}
+	for _, obj := range objs {
+		if i, ok := obj.(*cmv1.Issuer); ok {
+			out[i.Name] = i
+		}
+	}
+	return out
 }
 
 // certificates are the Certificates PKI renders, by name.

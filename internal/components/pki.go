@@ -61,8 +61,9 @@ func certifiedParts() []certified {
 // renewed CA still verifies every certificate it signed. The cluster CA is
 // a root; the etcd and front proxy CAs are signed by the cluster CA until
 // their first rotation, and roots of their own after (see render.Authority).
-// The cluster CA's Cross, which the controller writes, has an Issuer once
-// a rotation made it.
+// A CA's Cross, which the controller writes, has an Issuer while it issues
+// certificates: the cluster CA's once a rotation made it, the etcd CA's
+// during a cross-signed rotation.
 func roots(in render.Input) []client.Object {
 	lifetimes := in.Lifetimes()
 	selfSigned := in.Name("selfsigned")

@@ -60,13 +60,14 @@ func StartupKeys(in render.Input) map[string][]string {
 			}
 		}
 	}
-	// While etcd's members trust the bundle of a rotation of the etcd CA,
-	// they read nothing of their own Secrets at start: the certificates
-	// issued again by the new CA reach them at their next handshakes, which
-	// the rotation checks (etcd.Checker.Presents) instead of restarting
-	// every member, and so moving etcd's leadership, once more.
-	if in.EtcdCA().Bundled() {
-		for _, name := range (etcd.Component{}).Reloaded(in) {
+	// While etcd's members and the API servers trust the etcd CA's trust
+	// Secret, they read nothing at start of the Secrets of their etcd
+	// certificates: certificates issued again reach them at their next
+	// handshakes (which a rotation checks of the members,
+	// etcd.Checker.Presents) instead of restarting every member, and so
+	// moving etcd's leadership, once more.
+	if in.EtcdCA().Trusted() {
+		for _, name := range append((etcd.Component{}).Reloaded(in), apiServerEtcdSecret(in)) {
 			keys[name] = nil
 		}
 	}

@@ -117,6 +117,14 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 		return
 	}
 	observed := rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}
+	if a.CrossSigns() && current.Phase == v1alpha1.TrustingNewCA {
+		crossed, err := r.crossSign(ctx, s, k, a)
+		if err != nil {
+			r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
+			return
+		}
+		observed.Rolled = observed.Rolled && crossed
+	}
 	if a.Root() {
 		wait, err := r.clusterAuthority(ctx, s, a, &observed)
 		if err != nil || wait != "" {
@@ -150,6 +158,8 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 	st.Rotation = step.Next
 	if step.Next == nil {
 		st.RotatedAt = ptrTime(time.Now())
+		// What verifies keeps reading the trust Secret, which it rolled to.
+		st.TrustSecret = st.TrustSecret || a.CrossIssued()
 		r.record(s.hcp, k.condition, readiness.Ready(authorityReady(k, a, st)))
 		r.recorder.Eventf(s.hcp, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "RotateCA",
 			"the %s was rotated: the CA in Secret %s alone is trusted, a root of its own", k.title, a.Secret)
@@ -214,7 +224,10 @@ func (r *Reconciler) startAuthorityRotation(ctx context.Context, s *scope, k aut
 		s.wakeWithin(time.Second)
 		return
 	}
-	k.status(s.hcp).Rotation = rotation.Start(v1alpha1.TrustingNewCA, time.Now())
+	started := rotation.Start(v1alpha1.TrustingNewCA, time.Now())
+	// The etcd CA's new CA is cross-signed, so its members restart once.
+	started.CrossSigned = a.Cross != "" && !a.Root()
+	k.status(s.hcp).Rotation = started
 	s.wakeWithin(time.Second)
 	if a.Root() {
 		// The CAs the cluster CA still signs become roots of their own
@@ -264,13 +277,19 @@ func (r *Reconciler) replaceAuthority(ctx context.Context, s *scope, k authority
 
 // removeNextAuthority removes the Certificate, the Issuer and the Secret of
 // the new CA of a rotation that ended (its key is in the CA's Secret now),
-// the Certificate first or cert-manager would issue it again. It tells
-// whether all are gone. Outside a rotation the cache is asked alone, so an
-// idle control plane costs no request; before one starts, the API server
-// too.
+// the Certificate first or cert-manager would issue it again, and, but of
+// the cluster CA, whose serving certificates it issues ever after, the
+// Issuer and the Secret of Cross: a copy of that key no certificate is
+// issued from any more. It tells whether all are gone. Outside a rotation
+// the cache is asked alone, so an idle control plane costs no request;
+// before one starts, the API server too.
 func (r *Reconciler) removeNextAuthority(ctx context.Context, s *scope, a render.Authority, live bool) (bool, error) {
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}
-	return r.removeNamed(ctx, key, live, &cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{})
+	gone, err := r.removeNamed(ctx, key, live, &cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{})
+	if err != nil || !gone || a.Root() || a.Cross == "" {
+		return gone, err
+	}
+	return r.removeNamed(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Cross}, live, &cmv1.Issuer{}, &corev1.Secret{})
 }
 
 // authoritySecret is what the Secret of a certificate authority holds, as
@@ -286,6 +305,9 @@ func authoritySecret(secret *corev1.Secret) render.AuthoritySecret {
 		return a
 	}
 	a.CertKey = contract.Digest(cert.RawSubjectPublicKeyInfo)
+	if len(cert.SubjectKeyId) > 0 {
+		a.KeyID = contract.Digest(cert.SubjectKeyId)
+	}
 	a.SelfSigned = bytes.Equal(cert.RawIssuer, cert.RawSubject) && cert.CheckSignatureFrom(cert) == nil
 	return a
 }
@@ -301,10 +323,11 @@ var errEtcdPresentedAsked = errors.New("asked which certificates etcd's members 
 
 // observeEtcdPresented tells, while a rotation of the etcd CA issues every
 // certificate again from the new CA (IssuingFromNewCA), whether every etcd
-// member presents those on its client and peer ports
-// (etcd.Checker.Presents): the members trust the bundle and load their
-// certificates at every handshake, so they take the new ones up without a
-// restart once the kubelet has written them, and the phase ends only then.
+// member presents one the new CA's key signed on its client and peer ports
+// (etcd.Checker.Presents, verifying with the new CA alone): the members
+// load their certificates at every handshake, so they take the new ones up
+// without a restart once the kubelet has written them, and the phase ends
+// only then.
 // The members are asked outside the pass (see package probes), and only
 // answers asked since the phase began count.
 func (r *Reconciler) observeEtcdPresented(ctx context.Context, s *scope) {
@@ -320,7 +343,7 @@ func (r *Reconciler) observeEtcdPresented(ctx context.Context, s *scope) {
 		s.wakeWithin(etcdPresentedFresh)
 		return
 	}
-	anchor := a.IssuerAnchor()
+	anchor := a.NewAnchor()
 	answer, ok := r.etcdPresented.Answer(ctx, key, etcdPresentedFresh, time.Now(), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, r.etcd.Presents(ctx, t, anchor)
 	})

@@ -28,18 +28,13 @@ import (
 )
 
 // clusterAuthority completes what a pass observed of a rotation of the
-// cluster CA (a) beyond what the other CAs need: the new CA cross-signed by
-// the old one before it issues anything, the certificates Cross issues,
-// the other CAs roots of their own before the old cluster CA is dropped,
-// and the kubelets' client certificates. It returns what the rotation
-// waits for when the phase cannot move on for another reason than rolling
-// pods.
+// cluster CA (a) beyond what the other CAs need: the certificates Cross
+// issues, the other CAs roots of their own before the old cluster CA is
+// dropped, and the kubelets' client certificates. It returns what the
+// rotation waits for when the phase cannot move on for another reason than
+// rolling pods.
 func (r *Reconciler) clusterAuthority(ctx context.Context, s *scope, a render.Authority, o *rotation.AuthorityObserved) (string, error) {
 	switch a.Rotation().Phase {
-	case v1alpha1.TrustingNewCA:
-		crossed, err := r.crossSign(ctx, s, a)
-		o.Rolled = o.Rolled && crossed
-		return "", err
 	case v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets:
 		o.Rolled = o.Rolled && a.IssuedBy(a.ServingIssuer(), components.CertificatesOf(s.in, a.ServingIssuer()))
 		if !o.Rolled {
@@ -125,12 +120,18 @@ func kubeletsIssuedBy(csrs []certificatesv1.CertificateSigningRequest, ca *x509.
 // nodeUserPrefix begins the name a node's kubelet authenticates as.
 const nodeUserPrefix = "system:node:"
 
-// crossSign writes Cross: the new cluster CA's key with a certificate of
-// it (the new CA's subject, key and key identifier) that the old CA signs,
-// valid no longer than either. It tells whether Cross holds that for the
-// new CA of this rotation. The certificate is public; the key is the new
-// CA's, kept beside it in the same namespace.
-func (r *Reconciler) crossSign(ctx context.Context, s *scope, a render.Authority) (bool, error) {
+// crossSign writes Cross: the new CA's key with a certificate of it (the
+// new CA's subject, key and key identifier) that the old CA signs, valid no
+// longer than either. It tells whether Cross holds that for the new CA of
+// this rotation. The certificate is public; the key is the new CA's, kept
+// beside it in the same namespace.
+//
+// Of the cluster CA, Cross's ca.crt is that certificate, and so is the
+// ca.crt beside what it issues. Of the etcd CA, Cross carries the old CA's
+// chain after it and the old CA's ca.crt, so the certificates it issues
+// present leaf, Cross, old chain, and keep the ca.crt they had: what trusts
+// the old CA, at start or after a restart, verifies them.
+func (r *Reconciler) crossSign(ctx context.Context, s *scope, k authorityKind, a render.Authority) (bool, error) {
 	ns := s.in.Namespace()
 	next, old := &corev1.Secret{}, &corev1.Secret{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Next}, next); err != nil {
@@ -140,7 +141,7 @@ func (r *Reconciler) crossSign(ctx context.Context, s *scope, a render.Authority
 		return false, nil
 	}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Secret}, old); err != nil {
-		return false, fmt.Errorf("read the cluster CA in Secret %s: %w", a.Secret, err)
+		return false, fmt.Errorf("read the %s in Secret %s: %w", k.title, a.Secret, err)
 	}
 	cross := &corev1.Secret{}
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Cross}, cross)
@@ -153,9 +154,13 @@ func (r *Reconciler) crossSign(ctx context.Context, s *scope, a render.Authority
 	}
 	certPEM, err := crossCertificate(next.Data[corev1.TLSCertKey], old.Data[corev1.TLSCertKey], old.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return false, fmt.Errorf("cross-sign the new cluster CA of Secret %s with the old one: %w", a.Next, err)
+		return false, fmt.Errorf("cross-sign the new %s of Secret %s with the old one: %w", k.title, a.Next, err)
 	}
 	data := map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: next.Data[corev1.TLSPrivateKeyKey], render.CAKey: certPEM}
+	if !a.Root() {
+		data[corev1.TLSCertKey] = slices.Concat(certPEM, old.Data[corev1.TLSCertKey])
+		data[render.CAKey] = old.Data[render.CAKey]
+	}
 	if !exists {
 		cross = &corev1.Secret{ObjectMeta: s.in.Meta(a.Cross, ""), Type: corev1.SecretTypeTLS, Data: data}
 		if err := r.client.Create(ctx, cross); err != nil {
@@ -169,7 +174,7 @@ func (r *Reconciler) crossSign(ctx context.Context, s *scope, a render.Authority
 		}
 	}
 	r.recorder.Eventf(s.hcp, cross, corev1.EventTypeNormal, string(v1alpha1.TrustingNewCA), "RotateCA",
-		"wrote Secret %s: the new cluster CA's key, with a certificate of it the old CA signed, which the serving certificates will present", a.Cross)
+		"wrote Secret %s: the new %s's key, with a certificate of it the old CA signed, which the certificates it issues will present", k.title, a.Cross)
 	return false, nil // observed by a later pass
 }
 

@@ -15,23 +15,31 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
-// validity is the lifetime of the certificate a Secret holds.
+// validity is the lifetime of the certificate a Secret holds, and which
+// CA key signed it: contract.Digest of its authority key identifier, empty
+// when it names none.
 type validity struct {
 	secret              string
 	notBefore, notAfter time.Time
+	signer              string
 }
 
-// certificateValidity reads the lifetime of the certificate in a Secret's
-// tls.crt, if it holds one. Only the dates leave this function: the
-// certificate is the Secret's value.
+// certificateValidity reads the lifetime and the signer of the certificate
+// in a Secret's tls.crt, if it holds one. Only the dates and a digest leave
+// this function: the certificate is the Secret's value.
 func certificateValidity(secret *corev1.Secret) (validity, bool) {
 	cert, err := parseCertificate(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		return validity{}, false
 	}
-	return validity{secret: secret.Name, notBefore: cert.NotBefore, notAfter: cert.NotAfter}, true
+	v := validity{secret: secret.Name, notBefore: cert.NotBefore, notAfter: cert.NotAfter}
+	if len(cert.AuthorityKeyId) > 0 {
+		v.signer = contract.Digest(cert.AuthorityKeyId)
+	}
+	return v, true
 }
 
 // overdue is whether a certificate should have been renewed long ago:

@@ -204,7 +204,7 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		return nil, fmt.Errorf("list the control plane's secrets: %w", err)
 	}
 	certs := []validity{}
-	o.SecretDigests, o.AuthoritySecrets, o.CACerts = map[string]string{}, map[string]render.AuthoritySecret{}, map[string][]byte{}
+	o.SecretDigests, o.AuthoritySecrets, o.CACerts, o.Signers = map[string]string{}, map[string]render.AuthoritySecret{}, map[string][]byte{}, map[string]string{}
 	startup := components.StartupKeys(in)
 	authorities := map[string]bool{}
 	for _, a := range in.Authorities() {
@@ -222,6 +222,7 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		o.SecretDigests[secret.Name] = contract.DataDigest(read)
 		if v, ok := certificateValidity(secret); ok {
 			certs = append(certs, v)
+			o.Signers[secret.Name] = v.signer
 		}
 		if ca := secret.Data[render.CAKey]; len(ca) > 0 {
 			o.CACerts[secret.Name] = ca

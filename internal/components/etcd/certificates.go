@@ -59,13 +59,15 @@ func (Component) Reloaded(in render.Input) []string {
 // etcd CA.
 const trustDir = "/etc/etcd/pki/trust"
 
-// trustBundle points the members at the trust bundle while a rotation of
-// the etcd CA needs the old and the new CA trusted (render.Authority's
-// Bundled), for clients and peers alike, and returns its volume. Otherwise
-// they trust the ca.crt beside their serving and peer certificates.
+// trustBundle points the members at the etcd CA's trust Secret, for
+// clients and peers alike, while render.Authority's Trusted: the bundle of
+// the old and the new CA during a rotation that needs both trusted, the CA
+// of <cluster>-etcd once a cross-signed rotation put the new CA there. It
+// returns its volume. Otherwise they trust the ca.crt beside their serving
+// and peer certificates.
 func trustBundle(in render.Input, flags map[string]string) []render.SecretVolume {
 	a := in.EtcdCA()
-	if !a.Bundled() {
+	if !a.Trusted() {
 		return nil
 	}
 	for _, flag := range trustFlags {

@@ -10,10 +10,11 @@ import (
 )
 
 // Authority is a certificate authority the control plane rotates by itself
-// (etcd's, the front proxy's): where it is kept, and what a rotation of it
-// under way renders (see internal/rotation). Its certificates are issued by
-// Issuer, and what verifies them trusts Bundle while Bundled, otherwise
-// the ca.crt cert-manager writes beside each certificate it issues.
+// (etcd's, the front proxy's, the cluster CA): where it is kept, and what a
+// rotation of it under way renders (see internal/rotation). Its
+// certificates are issued by Issuer, and what verifies them reads Trust
+// while Trusted, otherwise the ca.crt cert-manager writes beside each
+// certificate it issues.
 type Authority struct {
 	// Key is what the rotate annotation calls it.
 	Key string
@@ -25,9 +26,11 @@ type Authority struct {
 	Trust string
 	// CommonName is the common name of its certificate.
 	CommonName string
-	// Cross, of the cluster CA alone, holds the CA's key with a
-	// certificate the CA before it signed, once a rotation has made one
-	// (see ServingIssuer).
+	// Cross holds the new CA's key with a certificate of it the old CA
+	// signed, once a rotation has made one: the cluster CA's serving
+	// certificates are issued through it ever after (see ServingIssuer),
+	// the etcd CA's certificates while a cross-signed rotation runs (see
+	// CrossIssued). Empty for the front proxy CA.
 	Cross string
 
 	// root: always a root of its own (the cluster CA).
@@ -36,6 +39,7 @@ type Authority struct {
 	status   v1alpha1.CertificateAuthorityStatus
 	observed map[string]AuthoritySecret
 	caCerts  map[string][]byte
+	signers  map[string]string
 }
 
 // AuthoritySecret is what the Secret of a certificate authority holds, as
@@ -45,14 +49,18 @@ type AuthoritySecret struct {
 	// SelfSigned tells that its certificate is its anchor.
 	SelfSigned bool
 	// Key digests its private key; CertKey digests the public key of its
-	// certificate (contract.Digest of the DER encodings).
-	Key, CertKey string
+	// certificate (contract.Digest of the DER encodings); KeyID digests
+	// its certificate's subject key identifier, which the certificates it
+	// signs name (Input.Signers).
+	Key, CertKey, KeyID string
 }
 
 // EtcdCA is the CA of etcd.
 func (in Input) EtcdCA() Authority {
-	return in.authority(v1alpha1.RotateEtcdCA, in.EtcdCASecret(), contract.EtcdTrustSecretName(in.ClusterName()), "etcd-ca",
+	a := in.authority(v1alpha1.RotateEtcdCA, in.EtcdCASecret(), contract.EtcdTrustSecretName(in.ClusterName()), "etcd-ca",
 		in.ControlPlane.Status.CertificateAuthorities.Etcd)
+	a.Cross = in.EtcdCASecret() + "-cross"
+	return a
 }
 
 // FrontProxyCA is the CA of the front proxy's client certificate.
@@ -79,7 +87,7 @@ func (in Input) Authorities() []Authority {
 func (in Input) authority(key, secret, trust, commonName string, status v1alpha1.CertificateAuthorityStatus) Authority {
 	return Authority{
 		Key: key, Secret: secret, Next: secret + "-next", Trust: trust, CommonName: commonName,
-		status: status, observed: in.AuthoritySecrets, caCerts: in.CACerts,
+		status: status, observed: in.AuthoritySecrets, caCerts: in.CACerts, signers: in.Signers,
 	}
 }
 
@@ -107,8 +115,16 @@ func (a Authority) SelfSigned() bool {
 func (a Authority) Root() bool { return a.root }
 
 // Issuer is the Issuer of the certificates of the CA: the new CA's from
-// IssuingFromNewCA until the new CA is in the CA's Secret.
+// IssuingFromNewCA until the new CA is in the CA's Secret; in a
+// cross-signed rotation, Cross from IssuingFromNewCA until it ends.
 func (a Authority) Issuer() string {
+	if a.CrossIssued() {
+		switch a.phase() {
+		case v1alpha1.IssuingFromNewCA, v1alpha1.DroppingOldCA:
+			return a.Cross
+		}
+		return a.Secret
+	}
 	switch a.phase() {
 	case v1alpha1.IssuingFromNewCA, v1alpha1.WaitingForKubelets:
 		return a.Next
@@ -126,6 +142,9 @@ func (a Authority) Issuer() string {
 // key, and the ca.crt beside each (the new CA's certificate) is trusted
 // alone.
 func (a Authority) Bundled() bool {
+	if a.CrossIssued() {
+		return false
+	}
 	p := a.phase()
 	return p == v1alpha1.TrustingNewCA || p == v1alpha1.IssuingFromNewCA || p == v1alpha1.WaitingForKubelets
 }
@@ -160,22 +179,53 @@ func (a Authority) crossSigned() bool {
 	return false
 }
 
-// Trusted tells whether what verifies client certificates of the CA reads
-// Trust: while Bundled; and, of the cluster CA, from its first rotation on,
-// since the ca.crt beside the API server's own certificate is Cross then.
+// Trusted tells whether what verifies certificates of the CA reads Trust:
+// while Bundled; of the cluster CA, from its first rotation on, since the
+// ca.crt beside the API server's own certificate is Cross then; of the etcd
+// CA, once a cross-signed rotation has put the new CA into its Secret, and
+// ever after (TrustSecret), since the ca.crt beside the certificates Cross
+// issues is the old CA's anchor.
 func (a Authority) Trusted() bool {
-	return a.Bundled() || a.root && (a.Rotation() != nil || a.status.RotatedAt != nil)
+	switch {
+	case a.Bundled(), a.status.TrustSecret:
+		return true
+	case a.root:
+		return a.Rotation() != nil || a.status.RotatedAt != nil
+	}
+	return a.CrossIssued() && a.phase() == v1alpha1.DroppingOldCA && a.Replaced()
 }
 
-// TrustBundle is what Trust holds: Bundle during a rotation, but of the
-// cluster CA once it is not Bundled: the anchor of the CA that issues its
-// certificates, the new CA alone.
+// TrustBundle is what Trust holds: Bundle while Bundled; of the cluster CA
+// otherwise, the anchor of the CA that issues its certificates, the new CA
+// alone; of the etcd CA in or after a cross-signed rotation, the anchor of
+// the CA in its Secret: the old one until the new one replaces it.
 func (a Authority) TrustBundle() []byte {
-	if a.root && !a.Bundled() {
+	switch {
+	case a.Bundled():
+		return a.Bundle()
+	case a.root:
 		return a.caCerts[a.Issuer()]
+	case a.CrossIssued() || a.status.TrustSecret:
+		return a.caCerts[a.Secret]
 	}
 	return a.Bundle()
 }
+
+// CrossIssued tells whether a rotation under way issues the certificates
+// of the CA (the etcd CA's) through Cross: the new CA's key with a
+// certificate of it the old CA signed, presented with the old CA's chain,
+// and with the old CA's anchor as ca.crt. A verifier that trusts the old
+// CA builds leaf, Cross, old CA; one that trusts the new CA alone builds
+// leaf, new CA. So nothing needs to trust both: what verifies keeps the
+// old CA until DroppingOldCA, and rolls once, to trust the new one alone.
+func (a Authority) CrossIssued() bool {
+	r := a.Rotation()
+	return !a.root && a.Cross != "" && r != nil && r.CrossSigned
+}
+
+// CrossSigns tells whether a rotation of the CA writes Cross in
+// TrustingNewCA: the cluster CA's always, the etcd CA's when CrossIssued.
+func (a Authority) CrossSigns() bool { return a.root || a.CrossIssued() }
 
 // Bundle is what Trust holds during a rotation: the anchor of the CA in
 // its Secret (the old one until it is replaced) and the new CA's. Nil
@@ -210,10 +260,10 @@ func (a Authority) Issued(secrets []string) bool {
 	return a.IssuedBy(a.Issuer(), secrets)
 }
 
-// IssuerAnchor is the CA certificate at the end of the chain of the
-// certificates Issuer issues (the ca.crt cert-manager writes beside them);
-// nil until its Secret is observed.
-func (a Authority) IssuerAnchor() []byte { return a.caCerts[a.Issuer()] }
+// NewAnchor is the new CA's certificate, self-signed (the ca.crt of
+// Next), which verifies every certificate the new CA's key signed, with or
+// without Cross in its chain; nil until its Secret is observed.
+func (a Authority) NewAnchor() []byte { return a.caCerts[a.Next] }
 
 // IssuingFromNew tells whether the rotation under way has every
 // certificate of the CA issued again by the new CA while everything trusts
@@ -259,14 +309,22 @@ func anchorIdentity(pemBytes []byte) (string, bool) {
 }
 
 // IssuedBy tells whether the Secrets of certificates (secrets) hold
-// certificates of issuer (see Issued).
+// certificates of issuer (see Issued). Of Cross while CrossIssued, whose
+// ca.crt is the old CA's anchor as before, the key that signed each
+// certificate tells: the new CA's.
 func (a Authority) IssuedBy(issuer string, secrets []string) bool {
 	anchor := a.caCerts[issuer]
 	if len(anchor) == 0 {
 		return false
 	}
+	signer := ""
+	if a.CrossIssued() && issuer == a.Cross {
+		if signer = a.observed[a.Next].KeyID; signer == "" {
+			return false
+		}
+	}
 	for _, name := range secrets {
-		if !bytes.Equal(a.caCerts[name], anchor) {
+		if !bytes.Equal(a.caCerts[name], anchor) || signer != "" && a.signers[name] != signer {
 			return false
 		}
 	}

@@ -92,6 +92,10 @@ type Observed struct {
 	// Secrets that have one, by Secret name: what cert-manager wrote beside
 	// each certificate it issued.
 	CACerts map[string][]byte
+	// Signers are, by Secret name, contract.Digest of the authority key
+	// identifier of the certificate each Secret holds (its first in
+	// tls.crt): which CA key signed it, whatever chain it carries.
+	Signers map[string]string
 	// Etcd is the membership of the running etcd; nil before it runs.
 	Etcd *EtcdMembership
 	// EtcdVolumeCapacity is the smallest capacity a bound volume of an etcd
