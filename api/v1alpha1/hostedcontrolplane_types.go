@@ -489,15 +489,18 @@ const (
 )
 
 // The phases of a rotation of a certificate authority (etcd's, the front
-// proxy's), in order.
+// proxy's, the cluster CA), in order.
 const (
 	// TrustingNewCA: a new CA is issued, and everything that verifies
 	// certificates of the CA rolls to trust the old and the new one; every
-	// certificate is still issued by the old.
+	// certificate is still issued by the old. Of the etcd CA (crossSigned),
+	// the new CA is cross-signed by the old one instead, and nothing rolls.
 	TrustingNewCA RotationPhase = "TrustingNewCA"
 	// IssuingFromNewCA: everything trusts both; every certificate of the CA
 	// is issued again by the new one, and what presents them takes them up:
 	// etcd's members at their next connections, the other pods by a roll.
+	// Of the etcd CA (crossSigned), they are issued through the
+	// cross-signed new CA, which what trusts the old one verifies.
 	IssuingFromNewCA RotationPhase = "IssuingFromNewCA"
 	// WaitingForKubelets (the cluster CA's alone): every certificate of the
 	// control plane is issued by the new CA and the controller manager

@@ -178,3 +178,35 @@ func verifyWith(root *x509.Certificate, intermediates *x509.CertPool) x509.Verif
 	roots.AddCert(root)
 	return x509.VerifyOptions{Roots: roots, Intermediates: intermediates, DNSName: "localhost"}
 }
+
+// Once a cross-signed rotation of the etcd CA has put the new CA into its
+// Secret, etcd's members and the API servers verify with the trust Secret,
+// and the pass digests nothing of their etcd certificates' Secrets: so the
+// certificates issued from the CA's Secret when the rotation ends (their
+// ca.crt the new CA, no longer the old one's anchor) restart nothing. What
+// the pass reads of the CAs' Secrets decides that, so it is observed first.
+func TestEtcdCertificatesRestartNothingOnceTheNewCAIsTrusted(t *testing.T) {
+	next, nextKey := testCA(t, 3, "etcd-ca", nil, nil)
+	ca := map[string][]byte{corev1.TLSCertKey: pemOf(next.Raw), corev1.TLSPrivateKeyKey: ecKeyPEM(t, nextKey), render.CAKey: pemOf(next.Raw)}
+	digests := func(rotation *v1alpha1.KeyRotation, leafCA string) map[string]string {
+		hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {
+			h.Status.CertificateAuthorities.Etcd = v1alpha1.CertificateAuthorityStatus{Rotation: rotation}
+			if rotation == nil {
+				h.Status.CertificateAuthorities.Etcd = v1alpha1.CertificateAuthorityStatus{RotatedAt: &metav1.Time{}, TrustSecret: true}
+			}
+		})
+		leaf := map[string][]byte{corev1.TLSCertKey: []byte("leaf"), render.CAKey: []byte(leafCA)}
+		s := observed(t, hcp, hcp, secret("demo-etcd", ca), secret("demo-etcd-next", ca),
+			secret("demo-etcd-server", leaf), secret("demo-etcd-peer", leaf), secret("demo-apiserver-etcd-client", leaf))
+		return s.in.SecretDigests
+	}
+	now := metav1.Now()
+	dropping := &v1alpha1.KeyRotation{Phase: v1alpha1.DroppingOldCA, Since: now, StartedAt: now, CrossSigned: true}
+	before, after := digests(dropping, "old anchor"), digests(nil, "new CA")
+	for _, name := range []string{"demo-etcd-server", "demo-etcd-peer", "demo-apiserver-etcd-client"} {
+		assert.Equal(t, before[name], after[name], "%s: its ca.crt is not read at start", name)
+	}
+	legacy := &v1alpha1.KeyRotation{Phase: v1alpha1.DroppingOldCA, Since: now, StartedAt: now}
+	assert.NotEqual(t, digests(legacy, "old anchor")["demo-etcd-server"], digests(legacy, "new CA")["demo-etcd-server"],
+		"in a rotation an earlier release started, the members still read the ca.crt beside their certificates")
+}

@@ -205,21 +205,12 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 	}
 	certs := []validity{}
 	o.SecretDigests, o.AuthoritySecrets, o.CACerts, o.Signers = map[string]string{}, map[string]render.AuthoritySecret{}, map[string][]byte{}, map[string]string{}
-	startup := components.StartupKeys(in)
 	authorities := map[string]bool{}
 	for _, a := range in.Authorities() {
 		authorities[a.Secret], authorities[a.Next] = true, true
 	}
 	for i := range secrets.Items {
 		secret := &secrets.Items[i]
-		read := secret.Data
-		if keys, ok := startup[secret.Name]; ok {
-			read = map[string][]byte{}
-			for _, k := range keys {
-				read[k] = secret.Data[k]
-			}
-		}
-		o.SecretDigests[secret.Name] = contract.DataDigest(read)
 		if v, ok := certificateValidity(secret); ok {
 			certs = append(certs, v)
 			o.Signers[secret.Name] = v.signer
@@ -230,6 +221,20 @@ func (r *Reconciler) observeSecrets(ctx context.Context, cp *v1alpha1.HostedCont
 		if authorities[secret.Name] {
 			o.AuthoritySecrets[secret.Name] = authoritySecret(secret)
 		}
+	}
+	// What pods read at start can depend on what the CAs' Secrets hold
+	// (the etcd CA's trust Secret, once the new CA is in its Secret).
+	startup := components.StartupKeys(in.With(*o))
+	for i := range secrets.Items {
+		secret := &secrets.Items[i]
+		read := secret.Data
+		if keys, ok := startup[secret.Name]; ok {
+			read = map[string][]byte{}
+			for _, k := range keys {
+				read[k] = secret.Data[k]
+			}
+		}
+		o.SecretDigests[secret.Name] = contract.DataDigest(read)
 		switch secret.Name {
 		case components.AdminSecret(in):
 			o.Admin = render.CredentialsFrom(secret.Data)

@@ -40,32 +40,21 @@
 //  3. DroppingOldKey, once the rewrite is done: the old key leaves the
 //     configuration and the API servers roll without it.
 //
-// A rotation of a certificate authority (etcd's, the front proxy's; see
-// render.Authority) never refuses a certificate that is still presented:
+// A rotation of the front proxy CA (see render.Authority), and one of the
+// etcd CA an earlier release started, never refuses a certificate that is
+// still presented:
 //
 //  1. TrustingNewCA: a new CA, a root of its own, is issued into
 //     <secret>-next, and everything that verifies certificates of the CA
 //     rolls to trust a bundle of the old CA's anchor and the new CA
-//     (<cluster>-etcd-trust: etcd's members for clients and peers, the API
-//     servers towards etcd, the controller's and the extension's etcd
-//     client; <cluster>-proxy-trust: the API servers' requestheader CA,
-//     which they publish to extension API servers). Certificates are still
-//     issued by the old CA.
+//     (<cluster>-proxy-trust: the API servers' requestheader CA, which they
+//     publish to extension API servers). Certificates are still issued by
+//     the old CA.
 //  2. IssuingFromNewCA, once every pod of those workloads (terminating
 //     ones included) runs the bundle: every certificate of the CA is issued
 //     again by the new one; a certificate of either CA verifies everywhere.
 //     The API server pods roll, since the ca.crt beside their certificates
-//     changed. etcd's members do not: they trust the bundle, not that
-//     ca.crt, in this phase, and load their serving and peer certificates
-//     at every TLS handshake, so once the kubelet has written the new ones
-//     into a running member's files (a minute or so after the Secrets
-//     changed) its next connections present them. The controller connects
-//     to each member's client and peer ports and verifies what it presents
-//     with the new CA alone (etcd.Checker.Presents); the phase ends only
-//     once every member passes, since from DroppingOldCA on what restarts
-//     trusts the new CA alone. Every restart of etcd's leader hands its
-//     leadership over and drops the writes proposed meanwhile, so a member
-//     restarted once fewer is a chance fewer of that.
+//     changed.
 //  3. DroppingOldCA, once each certificate's Secret, as the pass observed
 //     it, holds one of the new CA and every pod started after: nothing
 //     presents a certificate of the old CA. The CA's own Certificate turns
@@ -74,6 +63,49 @@
 //     certificates are issued from <secret> again, and everything rolls to
 //     trust the ca.crt beside its certificates: the new CA alone. The
 //     rotation ends when every pod runs so; <secret>-next goes.
+//
+// A rotation of the etcd CA takes the same phases, but its new CA is
+// cross-signed (KeyRotation's crossSigned), so that etcd's members, which
+// read their trusted CA at start only, restart once instead of twice.
+// Every restart of etcd's leader hands its leadership over and drops the
+// writes proposed meanwhile, so a restart fewer is a chance fewer of that.
+//
+//  1. TrustingNewCA: the new CA is issued into <secret>-next, and the
+//     controller writes <secret>-cross: the new CA's key, with a
+//     certificate of it (the new CA's subject, key and key identifier)
+//     that the old CA signs, followed by the old CA's chain, and the old
+//     CA's ca.crt. Nothing rolls.
+//  2. IssuingFromNewCA: every certificate of the CA (the members' serving
+//     and peer certificates, the API servers' and the health check's
+//     client certificates) is issued again by a cert-manager CA Issuer on
+//     <secret>-cross. Each presents leaf, cross-signed certificate, old
+//     chain, and keeps the ca.crt it had, so what trusts the old CA (every
+//     member, every API server, at start or after a restart) verifies it,
+//     as well as what is still of the old CA: nothing rolls for trust. The
+//     members and the API servers load their etcd certificates at every
+//     TLS handshake, so once the kubelet has written the new ones into a
+//     running pod's files (a minute or so after the Secrets changed) its
+//     next connections present them. A certificate counts as issued again
+//     once the new CA's key signed it (its authority key identifier). The
+//     controller connects to each member's client and peer ports and
+//     verifies what it presents with the new CA alone
+//     (etcd.Checker.Presents); the phase ends only once every member
+//     passes, since from DroppingOldCA on what restarts trusts the new CA
+//     alone.
+//  3. DroppingOldCA: the CA's own Certificate turns self-signed and the new
+//     CA's key is written into <secret>, as above. Once cert-manager has
+//     issued it its self-signed certificate there, <cluster>-etcd-trust
+//     holds it, and the members (for clients and peers), the API servers
+//     (--etcd-cafile) and the controller's and the extension's etcd
+//     clients verify with that file, the new CA alone: the members and the
+//     API servers roll once. Certificates are still issued by
+//     <secret>-cross meanwhile, and a member that still trusts the old CA
+//     verifies them through the cross-signed certificate; one that trusts
+//     the new CA alone verifies leaf, new CA. The rotation ends when every
+//     pod runs so (status trustSecret: what verifies keeps reading
+//     <cluster>-etcd-trust, which holds the CA of <secret>, ever after);
+//     certificates are issued from <secret> again, which restarts nothing,
+//     and <secret>-next and <secret>-cross go.
 //
 // Until its first rotation each of these CAs is an intermediate the
 // cluster CA signs, and cert-manager's CA issuer writes, as ca.crt beside

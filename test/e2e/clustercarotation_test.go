@@ -77,12 +77,13 @@ var (
 		status: func(h *v1alpha1.HostedControlPlane) *v1alpha1.CertificateAuthorityStatus {
 			return &h.Status.CertificateAuthorities.Etcd
 		},
-		// It restarts each etcd member: to trust the bundle of both CAs,
-		// then the new CA alone; the certificates issued again in between
-		// the members load without a restart.
+		// It restarts each etcd member once, to trust the new CA alone:
+		// the new CA is cross-signed by the old one, which the members
+		// trust until then, and the certificates issued again through it
+		// they load without a restart.
 		listed:       etcdLeaderChanged,
 		accepts:      etcdAccepts,
-		etcdRestarts: 2,
+		etcdRestarts: 1,
 	}
 	frontProxyCA = authority{
 		key: v1alpha1.RotateFrontProxyCA, secret: "-proxy", condition: v1alpha1.FrontProxyCAReadyCondition,
@@ -297,7 +298,7 @@ func (w *workerFollower) check(t *testing.T, listed func(failure string) bool) {
 // connection): nothing does, but a write etcd may time out as its leader
 // changes (etcdLeaderChanged), which is listed. The etcd CA, rotated
 // beside as the cluster CA still signs it, restarts each of the Cluster's
-// three etcd members twice, one at a time, and etcd keeps its quorum
+// three etcd members once, one at a time, and etcd keeps its quorum
 // throughout. The kubelet's renewal with the new CA ends WaitingForKubelets
 // (long before the certificates' lifetime). At the end
 // <cluster>-kubeconfig and kube-public/cluster-info hold the new CA alone,
@@ -363,7 +364,7 @@ func clusterCARotatedWithWorker(t *testing.T, key client.ObjectKey, nodeName str
 // CA (a), a root of its own since the cluster CA's rotation, of a Cluster
 // with a joined worker, while a workerFollower counts what fails: nothing
 // does, but, for the etcd CA, whose rotation restarts each of the three
-// etcd members twice, one at a time, a write etcd may time out as
+// etcd members once, one at a time, a write etcd may time out as
 // its leader changes (etcdLeaderChanged), which is listed. Afterwards the
 // CA's Secret holds a new CA, and what verifies the CA's certificates
 // (every etcd member; the API server, of a front proxy) refuses a client
