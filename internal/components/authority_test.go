@@ -60,13 +60,19 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 		{name: "cross-trusting", phase: v1alpha1.TrustingNewCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd"},
 		{name: "cross-issuing", phase: v1alpha1.IssuingFromNewCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd-cross"},
 		{name: "cross-dropping", phase: v1alpha1.DroppingOldCA, cross: true, trust: "-----OLD-----\n", issuer: "demo-etcd-cross", selfSigned: true},
-		{name: "cross-dropping-replaced", phase: v1alpha1.DroppingOldCA, cross: true, replaced: true, bundled: true, trust: "-----NEW-----\n",
-			issuer: "demo-etcd-cross", selfSigned: true},
+		{
+			name: "cross-dropping-replaced", phase: v1alpha1.DroppingOldCA, cross: true, replaced: true, bundled: true, trust: "-----NEW-----\n",
+			issuer: "demo-etcd-cross", selfSigned: true,
+		},
 		{name: "cross-rotated", rotated: true, trustSecret: true, bundled: true, trust: "-----OLD-----\n", issuer: "demo-etcd", selfSigned: true},
-		{name: "cross-again-trusting", phase: v1alpha1.TrustingNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
-			trust: "-----OLD-----\n", issuer: "demo-etcd", selfSigned: true},
-		{name: "cross-again-issuing", phase: v1alpha1.IssuingFromNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
-			trust: "-----OLD-----\n", issuer: "demo-etcd-cross", selfSigned: true},
+		{
+			name: "cross-again-trusting", phase: v1alpha1.TrustingNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
+			trust: "-----OLD-----\n", issuer: "demo-etcd", selfSigned: true,
+		},
+		{
+			name: "cross-again-issuing", phase: v1alpha1.IssuingFromNewCA, cross: true, rotated: true, trustSecret: true, bundled: true,
+			trust: "-----OLD-----\n", issuer: "demo-etcd-cross", selfSigned: true,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := goldenCases[1].input(t)

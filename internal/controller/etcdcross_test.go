@@ -47,13 +47,13 @@ func TestEtcdCrossSignedChain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "first rotation" {
-				tc.old, tc.oldKey = testCA(t, 2, "etcd-ca", clusterCA, clusterKey)
+				tc.old, tc.oldKey = testCA(t, 2, clusterCA, clusterKey)
 				tc.anchor = clusterCA
 			} else {
-				tc.old, tc.oldKey = testCA(t, 2, "etcd-ca", nil, nil)
+				tc.old, tc.oldKey = testCA(t, 2, nil, nil)
 				tc.anchor = tc.old
 			}
-			next, nextKey := testCA(t, 3, "etcd-ca", nil, nil)
+			next, nextKey := testCA(t, 3, nil, nil)
 			now := metav1.Now()
 			hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {
 				h.Status.CertificateAuthorities.Etcd.Rotation = &v1alpha1.KeyRotation{Phase: v1alpha1.TrustingNewCA, Since: now, StartedAt: now, CrossSigned: true}
@@ -133,14 +133,14 @@ func TestEtcdCrossSignedChain(t *testing.T) {
 	}
 }
 
-// testCA is a CA of that common name, signed by parent, or self-signed
+// testCA is a CA named etcd-ca, signed by parent, or self-signed
 // when parent is nil.
-func testCA(t *testing.T, serial int64, commonName string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+func testCA(t *testing.T, serial int64, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: commonName},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "etcd-ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
 	}
@@ -186,7 +186,7 @@ func verifyWith(root *x509.Certificate, intermediates *x509.CertPool) x509.Verif
 // ca.crt the new CA, no longer the old one's anchor) restart nothing. What
 // the pass reads of the CAs' Secrets decides that, so it is observed first.
 func TestEtcdCertificatesRestartNothingOnceTheNewCAIsTrusted(t *testing.T) {
-	next, nextKey := testCA(t, 3, "etcd-ca", nil, nil)
+	next, nextKey := testCA(t, 3, nil, nil)
 	ca := map[string][]byte{corev1.TLSCertKey: pemOf(next.Raw), corev1.TLSPrivateKeyKey: ecKeyPEM(t, nextKey), render.CAKey: pemOf(next.Raw)}
 	digests := func(rotation *v1alpha1.KeyRotation, leafCA string) map[string]string {
 		hcp := controlPlane(func(h *v1alpha1.HostedControlPlane) {

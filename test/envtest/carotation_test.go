@@ -362,19 +362,31 @@ func TestEmergencyRotation(t *testing.T) {
 	assert.Contains(t, cm.Data["requestheader-client-ca-file"], strings.TrimSpace(string(newProxyCA.Data["ca.crt"])),
 		"extension API servers are told to trust the new CA")
 
-	waitFor(t, "the new CAs' own Secrets, Certificates and Issuers, and the trust bundles, are removed", func() error {
-		for _, ca := range []struct{ secret, trust string }{{name + "-etcd", name + "-etcd-trust"}, {name + "-proxy", name + "-proxy-trust"}} {
-			for _, o := range []struct {
-				obj  client.Object
-				name string
-			}{{&corev1.Secret{}, ca.secret + "-next"}, {&cmv1.Certificate{}, ca.secret + "-next"}, {&cmv1.Issuer{}, ca.secret + "-next"}, {&corev1.Secret{}, ca.trust}} {
-				if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("%T %s: %w", o.obj, o.name, err)
-				}
+	waitFor(t, "the new CAs' own Secrets, Certificates and Issuers, the etcd CA's cross-signed copy and the front proxy's trust bundle are removed", func() error {
+		for _, o := range []struct {
+			obj  client.Object
+			name string
+		}{
+			{&corev1.Secret{}, name + "-etcd-next"},
+			{&cmv1.Certificate{}, name + "-etcd-next"},
+			{&cmv1.Issuer{}, name + "-etcd-next"},
+			{&corev1.Secret{}, name + "-etcd-cross"},
+			{&cmv1.Issuer{}, name + "-etcd-cross"},
+			{&corev1.Secret{}, name + "-proxy-next"},
+			{&cmv1.Certificate{}, name + "-proxy-next"},
+			{&cmv1.Issuer{}, name + "-proxy-next"},
+			{&corev1.Secret{}, name + "-proxy-trust"},
+		} {
+			if err := env.Client.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s: %w", o.obj, o.name, err)
 			}
 		}
 		return nil
 	})
+	// etcd's members and the API servers keep reading the etcd CA's trust
+	// Secret, which holds the new CA alone.
+	assert.True(t, get(t, &v1alpha1.HostedControlPlane{}, ns, name).Status.CertificateAuthorities.Etcd.TrustSecret)
+	assert.Equal(t, string(newEtcdCA.Data["ca.crt"]), string(get(t, &corev1.Secret{}, ns, name+"-etcd-trust").Data["ca.crt"]))
 }
 
 // etcdMember is a member of a real etcd cluster run as a StatefulSet's pod:
