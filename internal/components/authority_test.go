@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
@@ -135,14 +136,14 @@ func TestEtcdCAFollowsTheRotation(t *testing.T) {
 			assert.Equal(t, []string{apiPKI + "/front-proxy/ca.crt"}, flagValues(container(t, d, "kube-apiserver").Args, "requestheader-client-ca-file"),
 				"the front proxy CA is not rotated")
 
-			certs := certificates(t, in)
+			certs := pkiObjects[*cmv1.Certificate](t, in)
 			for _, secret := range []string{"demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client", "demo-apiserver-etcd-client"} {
 				assert.Equal(t, tc.issuer, certs[secret].Spec.IssuerRef.Name, secret)
 			}
 			assert.Equal(t, "demo-proxy", certs["demo-front-proxy-client"].Spec.IssuerRef.Name, "the front proxy CA is not rotated")
 			assert.Equal(t, []string{"demo-apiserver-etcd-client", "demo-etcd-server", "demo-etcd-peer", "demo-etcd-healthcheck-client"},
 				CertificatesOf(in, tc.issuer))
-			_, crossIssuer := issuers(t, in)["demo-etcd-cross"]
+			_, crossIssuer := pkiObjects[*cmv1.Issuer](t, in)["demo-etcd-cross"]
 			assert.Equal(t, tc.issuer == "demo-etcd-cross", crossIssuer, "Cross has an Issuer while it issues")
 			wantIssuer := "demo-ca"
 			if tc.selfSigned {
@@ -200,29 +201,15 @@ func mountsSecret(pod corev1.PodSpec, secret string) bool {
 	return false
 }
 
-// issuers are the Issuers PKI renders, by name.
-func issuers(t *testing.T, in render.Input) map[string]*cmv1.Issuer {
+// pkiObjects are the objects of type T PKI renders, by name.
+func pkiObjects[T client.Object](t *testing.T, in render.Input) map[string]T {
 	t.Helper()
 	objs, err := PKI{}.Render(in)
 	require.NoError(t, err)
-	out := map[string]*cmv1.Issuer{}
+	out := map[string]T{}
 	for _, obj := range objs {
-		if i, ok := obj.(*cmv1.Issuer); ok {
-			out[i.Name] = i
-		}
-	}
-	return out
-}
-
-// certificates are the Certificates PKI renders, by name.
-func certificates(t *testing.T, in render.Input) map[string]*cmv1.Certificate {
-	t.Helper()
-	objs, err := PKI{}.Render(in)
-	require.NoError(t, err)
-	out := map[string]*cmv1.Certificate{}
-	for _, obj := range objs {
-		if c, ok := obj.(*cmv1.Certificate); ok {
-			out[c.Name] = c
+		if o, ok := obj.(T); ok {
+			out[o.GetName()] = o
 		}
 	}
 	return out
