@@ -14,7 +14,7 @@ for log in "$@"; do
     sed -nE 's/.*slots\.go:[0-9]+: ([^ ]+) waited ([0-9]+) s for .*/wait \1 \2/p' "$log"
     sed -nE 's/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\3 \1 \2/p' "$log"
   } | awk -v s="$suite" '$1 == "wait" { wait[$2] = $3; next } {printf "%10.1fs  %-4s %-17s %s\n", $1 - wait[$3], $2, s, $3}'
-done | sort -rn | head -40
+done | sort -rn | awk 'NR <= 40' # not head: its early exit fails the pipeline (SIGPIPE, exit 141) under pipefail
 printf '\npackage times:\n'
 for log in "$@"; do
   [ -f "$log" ] || continue
