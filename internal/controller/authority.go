@@ -226,7 +226,7 @@ func (r *Reconciler) startAuthorityRotation(ctx context.Context, s *scope, k aut
 	}
 	started := rotation.Start(v1alpha1.TrustingNewCA, time.Now())
 	// The etcd CA's new CA is cross-signed, so its members restart once.
-	started.CrossSigned = a.Cross != "" && !a.Root()
+	started.CrossSigned = a.RotatesCrossSigned()
 	k.status(s.hcp).Rotation = started
 	s.wakeWithin(time.Second)
 	if a.Root() {
@@ -286,7 +286,7 @@ func (r *Reconciler) replaceAuthority(ctx context.Context, s *scope, k authority
 func (r *Reconciler) removeNextAuthority(ctx context.Context, s *scope, a render.Authority, live bool) (bool, error) {
 	key := client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Next}
 	gone, err := r.removeNamed(ctx, key, live, &cmv1.Certificate{}, &cmv1.Issuer{}, &corev1.Secret{})
-	if err != nil || !gone || a.Root() || a.Cross == "" {
+	if err != nil || !gone || !a.RotatesCrossSigned() {
 		return gone, err
 	}
 	return r.removeNamed(ctx, client.ObjectKey{Namespace: s.in.Namespace(), Name: a.Cross}, live, &cmv1.Issuer{}, &corev1.Secret{})

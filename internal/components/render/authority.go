@@ -220,8 +220,14 @@ func (a Authority) TrustBundle() []byte {
 // old CA until DroppingOldCA, and rolls once, to trust the new one alone.
 func (a Authority) CrossIssued() bool {
 	r := a.Rotation()
-	return !a.root && a.Cross != "" && r != nil && r.CrossSigned
+	return a.RotatesCrossSigned() && r != nil && r.CrossSigned
 }
+
+// RotatesCrossSigned tells whether a rotation this release starts issues
+// the CA's certificates through Cross until it ends, Cross going with it:
+// the etcd CA's. (The cluster CA's Cross issues its serving certificates
+// ever after, see ServingIssuer.)
+func (a Authority) RotatesCrossSigned() bool { return !a.root && a.Cross != "" }
 
 // CrossSigns tells whether a rotation of the CA writes Cross in
 // TrustingNewCA: the cluster CA's always, the etcd CA's when CrossIssued.
