@@ -113,7 +113,7 @@ func TestConformance(t *testing.T) {
 		mode.focus = `(` + focus + `).*(` + mode.focus + `)`
 		part += "-focus"
 	}
-	parallel(t)
+	parallel(t, sharedGateway)
 	ctx := testContext(t)
 	start := time.Now()
 	suite, err := images.EnsureConformance(ctx, root, t.Output())

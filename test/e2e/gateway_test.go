@@ -48,7 +48,7 @@ func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluste
 // recover once it is back. It runs in parallel with the tests that do not
 // use the shared Gateway.
 func TestGatewaySharedByTwoClusters(t *testing.T) {
-	parallel(t)
+	parallel(t, sharedGateway)
 	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")
 	const nameA, nameB = "seed", "other"
 	issuer := "https://" + gatewayHost(nsA, nameA)

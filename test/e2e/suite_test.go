@@ -49,13 +49,14 @@ var (
 // provider is left out and TestClusterctl runs alone: it installs the
 // provider with clusterctl.
 //
-// Each test works in namespaces of its own. Those that touch what others
-// rely on (the controller's pod, which TestControllerKilledWhileProvisioning
-// kills) or that rely on the shared Gateway staying in place (which
-// TestGatewaySharedByTwoClusters deletes and creates again) run one at a
-// time, first; the rest call parallel and then run beside each other, as
-// many at once as the machine has CPUs, the longest first (see
-// longestFirst), since they mostly wait for pods and etcd.
+// Each test works in namespaces of its own. One that touches what every
+// other relies on (the controller's pod, which
+// TestControllerKilledWhileProvisioning kills) runs alone, first; the rest
+// call parallel and then run beside each other, as many at once as the
+// suite has slots, the longest first (see longestFirst). Those that rely on
+// the shared Gateway staying in place never run beside
+// TestGatewaySharedByTwoClusters, which deletes it and creates it again
+// (sharedGateway).
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {

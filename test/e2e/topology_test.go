@@ -72,6 +72,7 @@ var installTestInfrastructure sync.Once
 // member is stopped, and completes once it is back: API servers first, then
 // the controllers, with status.versions moving only at the end.
 func TestClusterClassUpgrade(t *testing.T) {
+	parallel(t, sharedGateway)
 	installTestInfrastructure.Do(func() {
 		b, err := os.ReadFile(filepath.Join(root, "test", "envtest", "extension", "testdata", "infrastructure.yaml"))
 		require.NoError(t, err)

@@ -87,6 +87,7 @@ func TestWorkerJoins(t *testing.T) {
 // gateway hostname, its konnectivity agent connects through the Gateway,
 // and the kubernetes Service leads through the tunnel on the node.
 func TestWorkerJoinsThroughGateway(t *testing.T) {
+	parallel(t, sharedGateway)
 	workerJoins(t, "gwworker", "gwjoined", throughGateway)
 }
 
@@ -120,10 +121,14 @@ const (
 // workerJoins runs the worker test on a cluster served as exposure says.
 func workerJoins(t *testing.T, nsName, name string, exposure workerExposure) {
 	gateway, tunnel := exposure == throughGateway, exposure != loadBalancerAddress
+	// Each on a link and a pod network of its own: they run beside each
+	// other.
 	spec := workerSpec{name: "worker-1", podCIDR: workerPodCIDR}
-	if exposure == loadBalancerName {
-		// It runs beside TestWorkerJoins.
+	switch exposure {
+	case loadBalancerName:
 		spec = workerSpec{name: "worker-lb", index: 1, podCIDR: "192.168.2.0/24"}
+	case throughGateway:
+		spec = workerSpec{name: "worker-gw", index: 5, podCIDR: "192.168.5.0/24"}
 	}
 	nodeName := spec.name
 	ns := namespace(t, nsName)

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,4 +63,52 @@ func (f *fakeT) end() {
 	for i := len(f.cleanups) - 1; i >= 0; i-- {
 		f.cleanups[i]()
 	}
+}
+
+// A test that names a group a running test named waits until that one
+// ended, while a test ranked after it takes the free slot.
+func TestGroupsExclude(t *testing.T) {
+	s := New("one of 3 slots", 3, []string{"TestDeletesShared", "TestUsesShared", "TestOther"})
+	var (
+		mu      sync.Mutex
+		events  []string
+		release = map[string]chan struct{}{}
+	)
+	for _, name := range []string{"TestDeletesShared", "TestUsesShared", "TestOther"} {
+		release[name] = make(chan struct{})
+	}
+	groups := map[string][]string{"TestDeletesShared": {"shared"}, "TestUsesShared": {"shared"}}
+	var wg sync.WaitGroup
+	for _, name := range []string{"TestOther", "TestUsesShared", "TestDeletesShared"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tt := &fakeT{name: name}
+			s.Acquire(tt, groups[name]...)
+			mu.Lock()
+			events = append(events, "start "+name)
+			mu.Unlock()
+			<-release[name]
+			mu.Lock()
+			events = append(events, "end "+name)
+			mu.Unlock()
+			tt.end()
+		}()
+	}
+	started := func(n int) []string {
+		t.Helper()
+		assert.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= n }, 5*time.Second, 10*time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(events)
+	}
+	assert.ElementsMatch(t, []string{"start TestDeletesShared", "start TestOther"}, started(2),
+		"the first ranked of the group and the test outside it start; the other of the group waits, a slot free")
+	time.Sleep(settle + 100*time.Millisecond)
+	assert.Len(t, started(2), 2, "the other of the group still waits")
+	close(release["TestDeletesShared"])
+	assert.Equal(t, []string{"end TestDeletesShared", "start TestUsesShared"}, started(4)[2:], "it starts once the first ended")
+	close(release["TestOther"])
+	close(release["TestUsesShared"])
+	wg.Wait()
 }
