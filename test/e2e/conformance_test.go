@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
@@ -113,7 +114,7 @@ func TestConformance(t *testing.T) {
 		mode.focus = `(` + focus + `).*(` + mode.focus + `)`
 		part += "-focus"
 	}
-	parallel(t, sharedGateway)
+	parallel(t, slots.Uses(sharedGateway))
 	ctx := testContext(t)
 	start := time.Now()
 	suite, err := images.EnsureConformance(ctx, root, t.Output())

@@ -20,6 +20,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/provider"
@@ -48,7 +49,7 @@ func gatewayHost(ns, name string) string { return name + "." + ns + "." + cluste
 // recover once it is back. It runs in parallel with the tests that do not
 // use the shared Gateway.
 func TestGatewaySharedByTwoClusters(t *testing.T) {
-	parallel(t, sharedGateway)
+	parallel(t, slots.Changes(sharedGateway))
 	nsA, nsB := namespace(t, "gateway-a"), namespace(t, "gateway-b")
 	const nameA, nameB = "seed", "other"
 	issuer := "https://" + gatewayHost(nsA, nameA)

@@ -13,7 +13,8 @@ import (
 // order, the long ones do not end up alone at the end of the suite. A test
 // not listed comes after them.
 var longestFirst = []string{
-	"TestWorkerJoins",                        // 880-1,300 s
+	"TestWorkerJoins",                        // 880-1,350 s
+	"TestGatewaySharedByTwoClusters",         // 100 s, before the tests that use the Gateway it deletes
 	"TestEtcdMembership",                     // 340-640 s
 	"TestHostedControlPlane",                 // 550-570 s
 	"TestConformance",                        // 240 s (CONFORMANCE=ci)
@@ -21,7 +22,6 @@ var longestFirst = []string{
 	"TestWorkerJoinsBehindALoadBalancerName", // 90-190 s
 	"TestWorkerJoinsThroughGateway",          // 140-150 s
 	"TestClusterClassUpgrade",                // 100-130 s
-	"TestGatewaySharedByTwoClusters",         // 100 s
 	"TestGatewayProblemsAndRecovery",         // 50-90 s
 	"TestNodePortExposure",                   // 70 s
 }
@@ -36,15 +36,17 @@ var longestFirst = []string{
 var suiteSlots = slots.New(fmt.Sprintf("one of the suite's %d slots", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), longestFirst)
 
 // parallel is t.Parallel, after which t waits for a slot, which it gives
-// back when it ends, and for no running test to share one of its groups
-// (see sharedGateway). go test's own -parallel must be at least the number
-// of these tests (make test-e2e sets it) for the order to be this one.
-func parallel(t *testing.T, groups ...string) {
+// back when it ends, and for what it claims to be free (see sharedGateway).
+// go test's own -parallel must be at least the number of these tests (make
+// test-e2e sets it) for the order to be this one.
+func parallel(t *testing.T, claims ...slots.Claim) {
 	t.Parallel()
-	suiteSlots.Acquire(t, groups...)
+	suiteSlots.Acquire(t, claims...)
 }
 
-// sharedGateway is the group of the parallel tests that serve a cluster
-// through the shared Gateway or delete it: TestGatewaySharedByTwoClusters
-// deletes it under its clusters, which would fail the others' requests.
+// sharedGateway is what the tests that serve a cluster through the shared
+// Gateway use (slots.Uses), and TestGatewaySharedByTwoClusters changes
+// (slots.Changes): it deletes the Gateway under its clusters and creates it
+// again, which would fail the others' requests. Ranked before them, it
+// waits for none of them.
 const sharedGateway = "the shared Gateway"

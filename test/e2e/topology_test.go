@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
@@ -72,7 +73,7 @@ var installTestInfrastructure sync.Once
 // member is stopped, and completes once it is back: API servers first, then
 // the controllers, with status.versions moving only at the end.
 func TestClusterClassUpgrade(t *testing.T) {
-	parallel(t, sharedGateway)
+	parallel(t, slots.Uses(sharedGateway))
 	installTestInfrastructure.Do(func() {
 		b, err := os.ReadFile(filepath.Join(root, "test", "envtest", "extension", "testdata", "infrastructure.yaml"))
 		require.NoError(t, err)

@@ -37,6 +37,7 @@ import (
 
 	"github.com/hostedcp/cluster-api-provider-hosted/api/v1alpha1"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
+	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/cluster"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/images"
 	"github.com/hostedcp/cluster-api-provider-hosted/tools/localcluster/local"
@@ -87,7 +88,7 @@ func TestWorkerJoins(t *testing.T) {
 // gateway hostname, its konnectivity agent connects through the Gateway,
 // and the kubernetes Service leads through the tunnel on the node.
 func TestWorkerJoinsThroughGateway(t *testing.T) {
-	parallel(t, sharedGateway)
+	parallel(t, slots.Uses(sharedGateway))
 	workerJoins(t, "gwworker", "gwjoined", throughGateway)
 }
 

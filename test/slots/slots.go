@@ -17,15 +17,33 @@ type Slots struct {
 	free    int
 	started bool
 	waiting []waiter
-	// held counts the running tests that named each group.
-	held map[string]int
+	// users counts the running tests that use each group; changing holds
+	// the groups a running test changes.
+	users    map[string]int
+	changing map[string]bool
 }
 
 type waiter struct {
 	rank   int
-	groups []string
+	claims []Claim
 	run    chan struct{}
 }
+
+// Claim is what a test needs of something the tests of a suite share (a
+// group): to use it, beside the others that use it, or to change it, beside
+// no test that uses or changes it.
+type Claim struct {
+	group   string
+	changes bool
+}
+
+// Uses claims group for a test that relies on it staying as it is.
+func Uses(group string) Claim { return Claim{group: group} }
+
+// Changes claims group for a test that changes it under the tests that use
+// it. Ranked before them, it waits for none of them; ranked after, it waits
+// until none runs, while the tests ranked after it may take the free slots.
+func Changes(group string) Claim { return Claim{group: group, changes: true} }
 
 // settle is how long the first test waits for the others go test releases
 // with it, so that the first slots go to the longest.
@@ -35,21 +53,19 @@ const settle = time.Second
 // has one ("one of the suite's 2 slots"). longestFirst names tests longest
 // first, and one not named comes after them.
 func New(what string, total int, longestFirst []string) *Slots {
-	return &Slots{what: what, free: max(total, 1), longestFirst: longestFirst, held: map[string]int{}}
+	return &Slots{what: what, free: max(total, 1), longestFirst: longestFirst, users: map[string]int{}, changing: map[string]bool{}}
 }
 
-// Acquire waits for a slot, which t gives back when it ends. A test that
-// names groups runs beside no other test that names one of them (such as a
-// test that deletes what another relies on, and that other), and while it
-// cannot start, a test ranked after it may take a free slot. It logs how
-// long t waited: go test counts the wait in the test's time, and
-// hack/test-times.sh takes it off by that line.
-func (s *Slots) Acquire(t testing.TB, groups ...string) {
+// Acquire waits for a slot, which t gives back when it ends, and for what
+// t claims to be free (see Claim). It logs how long t waited: go test
+// counts the wait in the test's time, and hack/test-times.sh takes it off by
+// that line.
+func (s *Slots) Acquire(t testing.TB, claims ...Claim) {
 	rank := slices.Index(s.longestFirst, t.Name())
 	if rank < 0 {
 		rank = len(s.longestFirst)
 	}
-	w := waiter{rank: rank, groups: groups, run: make(chan struct{})}
+	w := waiter{rank: rank, claims: claims, run: make(chan struct{})}
 	s.mu.Lock()
 	s.waiting = append(s.waiting, w)
 	if !s.started {
@@ -63,31 +79,46 @@ func (s *Slots) Acquire(t testing.TB, groups ...string) {
 	t.Cleanup(func() {
 		s.mu.Lock()
 		s.free++
-		for _, g := range groups {
-			s.held[g]--
+		for _, c := range claims {
+			if c.changes {
+				delete(s.changing, c.group)
+			} else {
+				s.users[c.group]--
+			}
 		}
 		s.mu.Unlock()
 		s.dispatch()
 	})
 }
 
-// dispatch lets the highest-ranked waiting tests that no running test
-// excludes run while slots are free.
+// claimable tells whether what w claims is free; s.mu is held.
+func (s *Slots) claimable(w waiter) bool {
+	return !slices.ContainsFunc(w.claims, func(c Claim) bool {
+		return s.changing[c.group] || c.changes && s.users[c.group] > 0
+	})
+}
+
+// dispatch lets the highest-ranked waiting tests whose claims are free run
+// while slots are.
 func (s *Slots) dispatch() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.free > 0 {
 		next := -1
 		for i, w := range s.waiting {
-			if (next < 0 || w.rank < s.waiting[next].rank) && !slices.ContainsFunc(w.groups, func(g string) bool { return s.held[g] > 0 }) {
+			if (next < 0 || w.rank < s.waiting[next].rank) && s.claimable(w) {
 				next = i
 			}
 		}
 		if next < 0 {
 			return
 		}
-		for _, g := range s.waiting[next].groups {
-			s.held[g]++
+		for _, c := range s.waiting[next].claims {
+			if c.changes {
+				s.changing[c.group] = true
+			} else {
+				s.users[c.group]++
+			}
 		}
 		close(s.waiting[next].run)
 		s.waiting = slices.Delete(s.waiting, next, next+1)

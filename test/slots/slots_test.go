@@ -65,26 +65,27 @@ func (f *fakeT) end() {
 	}
 }
 
-// A test that names a group a running test named waits until that one
-// ended, while a test ranked after it takes the free slot.
-func TestGroupsExclude(t *testing.T) {
-	s := New("one of 3 slots", 3, []string{"TestDeletesShared", "TestUsesShared", "TestOther"})
+// Tests that use a group run beside each other; the test that changes it
+// runs beside none of them, and while it waits for them a test ranked after
+// it takes the free slot.
+func TestClaims(t *testing.T) {
+	s := New("one of 3 slots", 3, []string{"TestUses", "TestChanges", "TestAlsoUses", "TestOther"})
 	var (
 		mu      sync.Mutex
 		events  []string
 		release = map[string]chan struct{}{}
 	)
-	for _, name := range []string{"TestDeletesShared", "TestUsesShared", "TestOther"} {
-		release[name] = make(chan struct{})
+	claims := map[string][]Claim{
+		"TestUses": {Uses("shared")}, "TestChanges": {Changes("shared")}, "TestAlsoUses": {Uses("shared")},
 	}
-	groups := map[string][]string{"TestDeletesShared": {"shared"}, "TestUsesShared": {"shared"}}
 	var wg sync.WaitGroup
-	for _, name := range []string{"TestOther", "TestUsesShared", "TestDeletesShared"} {
+	for _, name := range []string{"TestOther", "TestAlsoUses", "TestChanges", "TestUses"} {
+		release[name] = make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tt := &fakeT{name: name}
-			s.Acquire(tt, groups[name]...)
+			s.Acquire(tt, claims[name]...)
 			mu.Lock()
 			events = append(events, "start "+name)
 			mu.Unlock()
@@ -95,20 +96,23 @@ func TestGroupsExclude(t *testing.T) {
 			tt.end()
 		}()
 	}
-	started := func(n int) []string {
+	seen := func(n int) []string {
 		t.Helper()
 		assert.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= n }, 5*time.Second, 10*time.Millisecond)
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(events)
 	}
-	assert.ElementsMatch(t, []string{"start TestDeletesShared", "start TestOther"}, started(2),
-		"the first ranked of the group and the test outside it start; the other of the group waits, a slot free")
-	time.Sleep(settle + 100*time.Millisecond)
-	assert.Len(t, started(2), 2, "the other of the group still waits")
-	close(release["TestDeletesShared"])
-	assert.Equal(t, []string{"end TestDeletesShared", "start TestUsesShared"}, started(4)[2:], "it starts once the first ended")
+	assert.ElementsMatch(t, []string{"start TestUses", "start TestAlsoUses", "start TestOther"}, seen(3),
+		"the two that use the group start beside each other; the one that changes it waits, and the next takes its slot")
 	close(release["TestOther"])
-	close(release["TestUsesShared"])
+	time.Sleep(settle)
+	assert.Equal(t, []string{"end TestOther"}, seen(4)[3:], "the one that changes the group waits while one uses it, a slot free")
+	close(release["TestUses"])
+	time.Sleep(settle)
+	assert.Equal(t, []string{"end TestUses"}, seen(5)[4:], "and while the other does")
+	close(release["TestAlsoUses"])
+	assert.Equal(t, []string{"end TestAlsoUses", "start TestChanges"}, seen(7)[5:], "it starts once neither runs")
+	close(release["TestChanges"])
 	wg.Wait()
 }

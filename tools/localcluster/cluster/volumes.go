@@ -32,33 +32,36 @@ const minVolumeBytes = 512 << 20
 
 // provisionVolumes makes a volume, bound to its claim, for every pending
 // claim of the default StorageClass, grows the volume of a bound claim that
-// asks for more, and deletes released volumes with their files.
+// asks for more, and deletes released volumes with their files. It reads
+// claims and volumes with one list each: it runs every second.
 func (c *Cluster) provisionVolumes(ctx context.Context) error {
+	volumes := &corev1.PersistentVolumeList{}
+	if err := c.Client.List(ctx, volumes); err != nil {
+		return err
+	}
 	claims := &corev1.PersistentVolumeClaimList{}
 	if err := c.Client.List(ctx, claims); err != nil {
 		return err
 	}
+	byName := map[string]*corev1.PersistentVolume{}
 	var errs []error
+	for i := range volumes.Items {
+		pv := &volumes.Items[i]
+		byName[pv.Name] = pv
+		if pv.Status.Phase == corev1.VolumeReleased && pv.Annotations["pv.kubernetes.io/provisioned-by"] == provisioner {
+			errs = append(errs, c.release(ctx, pv))
+		}
+	}
 	for i := range claims.Items {
 		pvc := &claims.Items[i]
 		if ptr.Deref(pvc.Spec.StorageClassName, "") != StorageClass {
 			continue
 		}
-		switch {
+		switch pv := byName[pvc.Spec.VolumeName]; {
 		case pvc.Status.Phase == corev1.ClaimPending && pvc.Spec.VolumeName == "":
 			errs = append(errs, c.provision(ctx, pvc))
-		case pvc.Status.Phase == corev1.ClaimBound:
-			errs = append(errs, c.expand(ctx, pvc))
-		}
-	}
-	volumes := &corev1.PersistentVolumeList{}
-	if err := c.Client.List(ctx, volumes); err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for i := range volumes.Items {
-		pv := &volumes.Items[i]
-		if pv.Status.Phase == corev1.VolumeReleased && pv.Annotations["pv.kubernetes.io/provisioned-by"] == provisioner {
-			errs = append(errs, c.release(ctx, pv))
+		case pvc.Status.Phase == corev1.ClaimBound && pv != nil:
+			errs = append(errs, c.expand(ctx, pvc, pv))
 		}
 	}
 	return errors.Join(errs...)
@@ -133,12 +136,8 @@ func makeVolume(ctx context.Context, dir string, size int64) error {
 // expand grows the volume of a bound claim that asks for more than it has,
 // mounted as it is, as a storage driver with online expansion does: the
 // file, then the loop device, then the filesystem; then the volume's and
-// the claim's capacity say so.
-func (c *Cluster) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
-	pv := &corev1.PersistentVolume{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return client.IgnoreNotFound(err)
-	}
+// the claim's capacity say so. pv is the claim's volume.
+func (c *Cluster) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) error {
 	want := volumeBytes(pvc)
 	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != provisioner || pv.Spec.HostPath == nil {
 		return nil
