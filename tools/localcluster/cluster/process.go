@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,6 +20,9 @@ import (
 // state is what a cluster records in its directory so that another process
 // can tear it down: the supervising process and every process it started.
 type state struct {
+	// mu guards what follows against the tests that start and stop
+	// workers beside each other: update and processes take it.
+	mu  sync.Mutex
 	Dir string `json:"dir"`
 	// Supervisor is the process that started the cluster and runs its loops.
 	Supervisor int    `json:"supervisor"`
@@ -30,6 +35,21 @@ type state struct {
 type proc struct {
 	Name string `json:"name"`
 	PID  int    `json:"pid"`
+}
+
+// update changes the state under its lock and saves it.
+func (s *state) update(change func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	change()
+	return s.save()
+}
+
+// processes are the recorded processes that match.
+func (s *state) processes(match func(proc) bool) []proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(s.Processes), func(p proc) bool { return !match(p) })
 }
 
 func stateFile(dir string) string { return filepath.Join(dir, "state.json") }
@@ -120,8 +140,7 @@ func (c *Cluster) startEnv(name string, env []string, bin string, args ...string
 	// supervisor exits; reap it here so it never lingers as a zombie.
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	c.st.Processes = append(c.st.Processes, proc{Name: name, PID: cmd.Process.Pid})
-	return done, c.st.save()
+	return done, c.st.update(func() { c.st.Processes = append(c.st.Processes, proc{Name: name, PID: cmd.Process.Pid}) })
 }
 
 // logTail is the end of a process's log, for errors.
@@ -139,8 +158,8 @@ func TailFile(file string, n int) (string, error) {
 
 // running fails when the process recorded under name has exited.
 func (c *Cluster) running(name string) error {
-	for _, p := range c.st.Processes {
-		if p.Name == name && !alive(p.PID) {
+	for _, p := range c.st.processes(func(p proc) bool { return p.Name == name }) {
+		if !alive(p.PID) {
 			return fmt.Errorf("%s exited; its log ends with:\n%s", name, c.logTail(name))
 		}
 	}

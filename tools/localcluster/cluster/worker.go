@@ -139,10 +139,11 @@ func (c *Cluster) newWorker(cfg WorkerConfig) (*Worker, error) {
 	if _, err := netip.ParsePrefix(cfg.PodCIDR); err != nil {
 		return nil, fmt.Errorf("worker %s: pod CIDR: %w", cfg.Name, err)
 	}
-	for _, r := range c.st.Workers {
-		if r.Name == cfg.Name {
-			return nil, fmt.Errorf("worker %s already runs", cfg.Name)
-		}
+	c.st.mu.Lock()
+	running := slices.ContainsFunc(c.st.Workers, func(r workerRecord) bool { return r.Name == cfg.Name })
+	c.st.mu.Unlock()
+	if running {
+		return nil, fmt.Errorf("worker %s already runs", cfg.Name)
 	}
 	link := netip.MustParsePrefix(WorkerCIDR)
 	if cfg.Index < 0 || cfg.Index >= 1<<(32-link.Bits()-2) {
@@ -181,12 +182,23 @@ func (w *Worker) procName(name string) string { return "workers/" + w.cfg.Name +
 // LogDir holds the worker's logs: containerd, kubeadm, kubelet.
 func (w *Worker) LogDir() string { return w.c.layout.path("logs", "workers", w.cfg.Name) }
 
-// saveRecord records (or updates) the worker for teardown.
+// saveRecord records (or updates) the worker for teardown, keeping the
+// directories another worker's Stop handed its record.
 func (w *Worker) saveRecord() error {
 	st := w.c.st
-	st.Workers = slices.DeleteFunc(st.Workers, func(r workerRecord) bool { return r.Name == w.rec.Name })
-	st.Workers = append(st.Workers, w.rec)
-	return st.save()
+	return st.update(func() {
+		rec := w.rec
+		rec.CreatedDirs = slices.Clone(rec.CreatedDirs)
+		if i := slices.IndexFunc(st.Workers, func(r workerRecord) bool { return r.Name == w.rec.Name }); i >= 0 {
+			for _, d := range st.Workers[i].CreatedDirs {
+				if !slices.Contains(rec.CreatedDirs, d) {
+					rec.CreatedDirs = append(rec.CreatedDirs, d)
+				}
+			}
+			st.Workers = slices.Delete(st.Workers, i, i+1)
+		}
+		st.Workers = append(st.Workers, rec)
+	})
 }
 
 func (w *Worker) makeDirs(context.Context) error {
@@ -536,15 +548,8 @@ func (w *Worker) ConfigureCNI() error {
 // network namespace, veth pair, cgroups and directory. Its logs stay.
 func (w *Worker) Stop() error {
 	st := w.c.st
-	var mine, rest []proc
 	prefix := w.procName("")
-	for _, p := range st.Processes {
-		if strings.HasPrefix(p.Name, prefix) {
-			mine = append(mine, p)
-		} else {
-			rest = append(rest, p)
-		}
-	}
+	mine := st.processes(func(p proc) bool { return strings.HasPrefix(p.Name, prefix) })
 	for _, p := range mine {
 		if isKubelet(p.Name) {
 			kill(w.Dir, p.PID, 0)
@@ -555,18 +560,27 @@ func (w *Worker) Stop() error {
 		kill(w.Dir, p.PID, 5*time.Second)
 	}
 	errs = append(errs, unmountUnder(w.Dir))
-	others := slices.DeleteFunc(slices.Clone(st.Workers), func(r workerRecord) bool { return r.Name == w.rec.Name })
-	rec := w.rec
-	if len(others) > 0 {
-		// Another worker still has its mounts on the directories this one
-		// created; removing them would unmount those. The last one
-		// removes them.
-		others[0].CreatedDirs = append(others[0].CreatedDirs, rec.CreatedDirs...)
-		rec.CreatedDirs = nil
-	}
-	errs = append(errs, rec.remove(), removeCgroupsUnder(w.cgroup()), os.RemoveAll(w.Dir))
-	st.Processes, st.Workers = rest, others
-	errs = append(errs, st.save())
+	// Under the state's lock, so that a worker that starts or stops beside
+	// this one neither loses its processes from the state (and so escapes
+	// teardown) nor gets the directories handed over while it removes its
+	// own.
+	errs = append(errs, st.update(func() {
+		st.Processes = slices.DeleteFunc(st.Processes, func(p proc) bool { return strings.HasPrefix(p.Name, prefix) })
+		rec := w.rec
+		if i := slices.IndexFunc(st.Workers, func(r workerRecord) bool { return r.Name == w.rec.Name }); i >= 0 {
+			rec = st.Workers[i]
+			st.Workers = slices.Delete(st.Workers, i, i+1)
+		}
+		if len(st.Workers) > 0 {
+			// Another worker still has its mounts on the directories this
+			// one created; removing them would unmount those. The last one
+			// removes them.
+			st.Workers[0].CreatedDirs = append(st.Workers[0].CreatedDirs, rec.CreatedDirs...)
+			rec.CreatedDirs = nil
+		}
+		errs = append(errs, rec.remove())
+	}))
+	errs = append(errs, removeCgroupsUnder(w.cgroup()), os.RemoveAll(w.Dir))
 	return errors.Join(errs...)
 }
 
