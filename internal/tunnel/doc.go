@@ -55,6 +55,11 @@
 //     logs name 127.0.0.1).
 //   - A node whose Node is down loses API access for its pods; readiness
 //     (/readyz performs an outer handshake) and priority mitigate it.
+//   - A connection the Gateway drops before the tunnel is open (it still
+//     routes to an API server pod that has stopped listening, or not yet to
+//     its replacement) is tried again for up to 10 seconds: nothing of the
+//     pod's has left the node, so the pod waits instead of seeing its
+//     connection reset (Node.open).
 //   - Connections have no idle timeout, as watches stay open for hours: TCP
 //     keepalive finds dead peers, and the Gateway's own idle timeout must
 //     allow long watches.

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Node is the proxy on a worker: it accepts the pods' connections to
@@ -21,6 +23,8 @@ type Node struct {
 	roots    *reloaded[*x509.CertPool]
 	log      *slog.Logger
 	drain    time.Duration
+	// patience bounds open's attempts together.
+	patience time.Duration
 }
 
 // NewNode is a Node that dials upstream, kas-tunnel.<cluster>.<namespace>.<domain>:443
@@ -49,23 +53,73 @@ func NewNode(upstream, caFile string, direct bool, log *slog.Logger) (*Node, err
 	if err != nil {
 		return nil, fmt.Errorf("cluster CA: %w", err)
 	}
-	return &Node{upstream: upstream, host: host, direct: direct, roots: roots, log: log, drain: drainTimeout}, nil
+	return &Node{upstream: upstream, host: host, direct: direct, roots: roots, log: log, drain: drainTimeout, patience: handshakeTimeout}, nil
 }
 
 // Serve implements End.
 func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
 	return accept(ctx, ln, n.log, n.drain, func(ctx context.Context, conn net.Conn) error {
-		dial := n.dial
-		if n.direct {
-			dial = n.dialDirect
-		}
-		up, err := dial(ctx)
+		up, err := n.open(ctx)
 		if err != nil {
 			return err
 		}
 		splice(conn, up)
 		return nil
 	})
+}
+
+// retry is how open tries again: soon at first, then less often, within
+// handshakeTimeout in all.
+var retry = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8}
+
+// open connects a pod's connection to the next hop. Nothing of the pod's
+// has been sent yet, so a failed attempt is safe to make again, and it is:
+// a Gateway or load balancer that still sends a new connection to an API
+// server pod that has just stopped listening, or not yet to its
+// replacement, drops it, and the pod would see its connection reset.
+// Retrying costs that pod a short wait instead. open gives up after
+// handshakeTimeout (a pod's client gives its TLS handshake about as long),
+// at once when the peer's certificate is refused (it is not this tenant's
+// Server, and asking again changes nothing), and when ctx ends. A success
+// after failures logs the first failure, so the operator sees the blip.
+func (n *Node) open(ctx context.Context) (net.Conn, error) {
+	dial := n.dial
+	if n.direct {
+		dial = n.dialDirect
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.patience)
+	defer cancel()
+	var up net.Conn
+	var first, last error
+	attempts := 0
+	err := wait.ExponentialBackoffWithContext(ctx, retry, func(ctx context.Context) (bool, error) {
+		attempts++
+		up, last = dial(ctx)
+		if last == nil {
+			return true, nil
+		}
+		if first == nil {
+			first = last
+		}
+		var refused *tls.CertificateVerificationError
+		if errors.As(last, &refused) {
+			return false, last
+		}
+		return false, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		if attempts > 1 {
+			return nil, fmt.Errorf("%w (after %d attempts)", last, attempts)
+		}
+		return nil, last
+	}
+	if first != nil {
+		n.log.Info("connected after failed attempts", "attempts", attempts, "firstError", first.Error())
+	}
+	return up, nil
 }
 
 // Ready implements End: an outer TLS handshake with the tenant's Server

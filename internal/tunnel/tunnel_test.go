@@ -623,3 +623,91 @@ func TestDirectNodeCarriesThePodsTLS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Error(t, stranger.Ready(t.Context()), "an API server of another CA is not ready")
 }
+
+// droppingGateway stands in front of target as a Gateway does: it drops
+// (closes at once) the first drop connections it accepts, as a Gateway
+// does while it still routes to an API server pod that stopped listening,
+// and passes the others on to target. It counts those it dropped.
+func droppingGateway(t *testing.T, target string, drop int32) (addr string, dropped *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	dropped = &atomic.Int32{}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if dropped.Load() < drop {
+				dropped.Add(1)
+				_ = conn.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = conn.Close()
+				continue
+			}
+			go splice(conn, up)
+		}
+	}()
+	return ln.Addr().String(), dropped
+}
+
+// nodeThrough is a Node that reaches the tenant's Server through gateway,
+// trusting the CA in dir.
+func nodeThrough(t *testing.T, gateway, dir string, patience time.Duration) (addr string, log *logs) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(gateway)
+	require.NoError(t, err)
+	log = &logs{}
+	node, err := NewNode(net.JoinHostPort(tenantHost, port), filepath.Join(dir, "ca.crt"), false, log.logger())
+	require.NoError(t, err)
+	node.patience = patience
+	addr, _ = serve(t, node)
+	return addr, log
+}
+
+// A connection the Gateway drops before the tunnel is open is tried again,
+// since nothing of the pod's has left the node yet: the pod's request is
+// answered rather than its connection reset, and the node logs the blip
+// once, with its first error.
+func TestNodeRetriesAConnectionTheGatewayDrops(t *testing.T) {
+	p := newPKI(t)
+	upstream, _ := apiServer(t, p)
+	tn := newTunnel(t, upstream, p.tunnel, p.ca, drainTimeout)
+	gateway, dropped := droppingGateway(t, tn.serverAddr, 3)
+	addr, log := nodeThrough(t, gateway, tn.dir, handshakeTimeout)
+
+	resp, err := podClient(t, p).Get("https://" + addr + "/whoami")
+	require.NoError(t, err, "the pod's request")
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, int32(3), dropped.Load())
+	assert.Contains(t, log.String(), `"msg":"connected after failed attempts","attempts":4,"firstError":"tunnel to localhost:`)
+	assert.Equal(t, 1, strings.Count(log.String(), "\n"), "one line for the blip:\n%s", log)
+}
+
+// A Gateway that drops every connection costs the pod its connection once
+// the node's patience is spent, and the node logs one line saying how
+// often it tried.
+func TestNodeGivesUpOnAGatewayThatDropsEverything(t *testing.T) {
+	p := newPKI(t)
+	upstream, _ := apiServer(t, p)
+	tn := newTunnel(t, upstream, p.tunnel, p.ca, drainTimeout)
+	gateway, dropped := droppingGateway(t, tn.serverAddr, 1<<30)
+	addr, log := nodeThrough(t, gateway, tn.dir, time.Second)
+
+	start := time.Now()
+	resp, err := podClient(t, p).Get("https://" + addr + "/whoami")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	require.Error(t, err, "the pod's connection ends")
+	assert.Less(t, time.Since(start), 5*time.Second, "within the node's patience and a little")
+	log.waitFor(t, `"msg":"connection failed"`)
+	assert.Regexp(t, `after [0-9]+ attempts`, log.String())
+	assert.Greater(t, dropped.Load(), int32(3))
+}
