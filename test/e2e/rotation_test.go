@@ -485,6 +485,10 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 	clients.stop(t)
 	requests, failed, failures := countedByProbe(t, hosted, "counter")
 	t.Logf("from the pod on the worker: %d requests, %d failed", requests, failed)
+	if retried := tunnelRetries(t, hosted, nodeName); len(retried) > 0 {
+		t.Logf("the tunnel on the node opened %d connections only after failed attempts (their requests waited, none failed):\n%s",
+			len(retried), strings.Join(retried, "\n"))
+	}
 	assert.Zero(t, failed, "requests that failed from the pod: %v", failures)
 	assert.Greater(t, requests, 100, "the pod read throughout")
 
@@ -502,4 +506,34 @@ func leavesRenewedWithoutFailures(t *testing.T, cfg *rest.Config, hosted kuberne
 		}
 		return nil
 	})
+}
+
+// tunnelRetries are the lines of the log of the tunnel on node (kas-tunnel,
+// which runs in gateway mode and for an endpoint that is a name) that say
+// it opened a connection only after failed attempts. What it cannot read it
+// says, and the test goes on: it is an observation, not an assertion.
+func tunnelRetries(t *testing.T, hosted kubernetes.Interface, node string) []string {
+	t.Helper()
+	ctx := testContext(t)
+	pods, err := hosted.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "k8s-app=kas-tunnel", FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		t.Logf("the tunnel's pods on %s: %v", node, err)
+		return nil
+	}
+	var retried []string
+	for _, p := range pods.Items {
+		b, err := hosted.CoreV1().Pods("kube-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("the log of %s: %v", p.Name, err)
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "connected after failed attempts") {
+				retried = append(retried, line)
+			}
+		}
+	}
+	return retried
 }
