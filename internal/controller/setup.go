@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -355,10 +357,18 @@ func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueu
 		return
 	}
 	go func() {
-		w.mu.Lock()
-		w.looked = false
-		started := w.ensureLocked(ctx)
-		w.mu.Unlock()
+		// The API server lists a kind in discovery, where the controller
+		// looks for it, a moment after it marks the kind's CRD
+		// established (another of its controllers does it): an event of
+		// the CRD of a kind not watched yet keeps looking for a while.
+		started := false
+		_ = wait.ExponentialBackoffWithContext(ctx, discoveryBackoff, func(ctx context.Context) (bool, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.looked = false
+			started = w.ensureLocked(ctx) || started
+			return !w.awaitsLocked(crd), nil
+		})
 		if !started {
 			return
 		}
@@ -371,6 +381,35 @@ func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueu
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
 		}
 	}()
+}
+
+// discoveryBackoff is how crdChanged looks again for a kind whose CRD
+// changed: for about 13 seconds in all.
+var discoveryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 7}
+
+// awaitsLocked tells whether the CRD named crd is that of a kind not
+// watched yet, with w.mu held. A CRD's name is <plural>.<group>, and the
+// plural of each optional kind is its lowercase name with -s, -es or, for
+// a -y, -ies (TestCRDOfAnOptionalKind).
+func (w *optionalWatches) awaitsLocked(crd string) bool {
+	plural, group, ok := strings.Cut(crd, ".")
+	if !ok {
+		return false
+	}
+	for _, k := range w.kinds {
+		if k.watched {
+			continue
+		}
+		gvk, err := apiutil.GVKForObject(k.obj, w.client.Scheme())
+		if err != nil || gvk.Group != group {
+			continue
+		}
+		kind := strings.ToLower(gvk.Kind)
+		if plural == kind+"s" || plural == kind+"es" || plural == strings.TrimSuffix(kind, "y")+"ies" {
+			return true
+		}
+	}
+	return false
 }
 
 // ofOptionalGroup tells whether the CRD named name (<plural>.<group>) is of
