@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -247,9 +246,9 @@ type optionalWatches struct {
 	cache      cache.Cache
 	client     client.Client
 	kinds      []optionalKind
-	// looked: every kind not watched was looked for since a CRD of one of
-	// their groups last changed.
-	looked bool
+	// lookedAt is when the kinds not watched were last looked for; zero
+	// once a CRD of one of their groups changed.
+	lookedAt time.Time
 }
 
 // ciliumNetworkPolicy is an empty CiliumNetworkPolicy, the controller
@@ -296,9 +295,18 @@ func (w *optionalWatches) indexed(field string) bool {
 	return false
 }
 
+// lookAgainAfter is how often passes look again for the kinds not watched
+// yet, whatever the CRD events said: the controller's REST mapper may not
+// know a kind yet when the event of its CRD arrives (seen when the CRD was
+// installed right after the controller started: the mapper's first
+// discovery had no group of it, and the look the event caused found no kind
+// either), and nothing would look again.
+const lookAgainAfter = 30 * time.Second
+
 // ensure adds the watches whose CRDs have appeared, looking for them (a
-// discovery request) only on the first pass and after a CRD of one of their
-// groups changed (see crdChanged), never on every pass.
+// discovery request for each kind not watched) on the first pass, after a
+// CRD of one of their groups changed (see crdChanged), and then at most
+// every lookAgainAfter while one is not watched, never on every pass.
 func (w *optionalWatches) ensure(ctx context.Context) {
 	if w == nil {
 		return // not set up with a manager: nothing watches
@@ -310,10 +318,10 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 
 // ensureLocked is ensure with w.mu held.
 func (w *optionalWatches) ensureLocked(ctx context.Context) bool {
-	if w.looked {
+	if !w.lookedAt.IsZero() && time.Since(w.lookedAt) < lookAgainAfter {
 		return false
 	}
-	w.looked = true
+	w.lookedAt = time.Now()
 	started := false
 	for i := range w.kinds {
 		k := &w.kinds[i]
@@ -357,18 +365,10 @@ func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueu
 		return
 	}
 	go func() {
-		// The API server lists a kind in discovery, where the controller
-		// looks for it, a moment after it marks the kind's CRD
-		// established (another of its controllers does it): an event of
-		// the CRD of a kind not watched yet keeps looking for a while.
-		started := false
-		_ = wait.ExponentialBackoffWithContext(ctx, discoveryBackoff, func(ctx context.Context) (bool, error) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.looked = false
-			started = w.ensureLocked(ctx) || started
-			return !w.awaitsLocked(crd), nil
-		})
+		w.mu.Lock()
+		w.lookedAt = time.Time{}
+		started := w.ensureLocked(ctx)
+		w.mu.Unlock()
 		if !started {
 			return
 		}
@@ -381,35 +381,6 @@ func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueu
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
 		}
 	}()
-}
-
-// discoveryBackoff is how crdChanged looks again for a kind whose CRD
-// changed: for about 13 seconds in all.
-var discoveryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 7}
-
-// awaitsLocked tells whether the CRD named crd is that of a kind not
-// watched yet, with w.mu held. A CRD's name is <plural>.<group>, and the
-// plural of each optional kind is its lowercase name with -s, -es or, for
-// a -y, -ies (TestCRDOfAnOptionalKind).
-func (w *optionalWatches) awaitsLocked(crd string) bool {
-	plural, group, ok := strings.Cut(crd, ".")
-	if !ok {
-		return false
-	}
-	for _, k := range w.kinds {
-		if k.watched {
-			continue
-		}
-		gvk, err := apiutil.GVKForObject(k.obj, w.client.Scheme())
-		if err != nil || gvk.Group != group {
-			continue
-		}
-		kind := strings.ToLower(gvk.Kind)
-		if plural == kind+"s" || plural == kind+"es" || plural == strings.TrimSuffix(kind, "y")+"ies" {
-			return true
-		}
-	}
-	return false
 }
 
 // ofOptionalGroup tells whether the CRD named name (<plural>.<group>) is of

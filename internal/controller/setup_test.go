@@ -78,31 +78,3 @@ func TestCRDsOfOptionalGroups(t *testing.T) {
 	assert.False(t, w.ofOptionalGroup("clusters.cluster.x-k8s.io"))
 	assert.False(t, w.ofOptionalGroup("notcilium.io"))
 }
-
-// A CRD that changed keeps the controller looking for a while only when it
-// is the CRD of an optional kind not watched yet, named as the CRDs that
-// cert-manager, Gateway API and Cilium install name them; any other CRD
-// of their groups, or of a kind already watched, is looked at once.
-func TestCRDOfAnOptionalKind(t *testing.T) {
-	scheme := runtime.NewScheme()
-	require.NoError(t, cmv1.AddToScheme(scheme))
-	require.NoError(t, gatewayv1.Install(scheme))
-	w := &optionalWatches{client: fake.NewClientBuilder().WithScheme(scheme).Build(), kinds: []optionalKind{
-		{obj: &cmv1.Certificate{}},
-		{obj: &cmv1.Issuer{}},
-		{obj: &gatewayv1.TLSRoute{}},
-		{obj: ciliumNetworkPolicy()},
-		{obj: &gatewayv1.Gateway{}},
-	}}
-	for _, crd := range []string{
-		"certificates.cert-manager.io", "issuers.cert-manager.io", "tlsroutes.gateway.networking.k8s.io",
-		"ciliumnetworkpolicies.cilium.io", "gateways.gateway.networking.k8s.io",
-	} {
-		assert.True(t, w.awaitsLocked(crd), crd)
-	}
-	for _, crd := range []string{"clusterissuers.cert-manager.io", "ciliumendpoints.cilium.io", "httproutes.gateway.networking.k8s.io"} {
-		assert.False(t, w.awaitsLocked(crd), crd)
-	}
-	w.kinds[3].watched = true
-	assert.False(t, w.awaitsLocked("ciliumnetworkpolicies.cilium.io"), "watched already")
-}
