@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -20,9 +23,9 @@ import (
 )
 
 // namespace creates a namespace for one test. When the test fails, the
-// conditions of its control planes and the end of the shared controller's
-// log about it are logged: tests run side by side, and the rest of that log
-// is theirs.
+// conditions of its control planes, what cert-manager has not issued there
+// and the end of the shared controller's log about it are logged: tests
+// run side by side, and the rest of that log is theirs.
 func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
@@ -40,6 +43,7 @@ func namespace(t testing.TB) string {
 				}
 			}
 		}
+		logUnissued(t, ns.Name)
 		var lines []string
 		for _, line := range strings.Split(controller.Output(), "\n") {
 			if strings.Contains(line, ns.Name) {
@@ -49,6 +53,48 @@ func namespace(t testing.TB) string {
 		t.Logf("the controller's log of %s:\n%s", ns.Name, tail(strings.Join(lines, "\n")))
 	})
 	return ns.Name
+}
+
+// logUnissued logs, one line each, the Certificates of namespace ns that
+// are not Ready or are issuing, and their CertificateRequests: a control
+// plane that waits for cert-manager shows what it waits for.
+func logUnissued(t testing.TB, ns string) {
+	t.Helper()
+	certs := &cmv1.CertificateList{}
+	requests := &cmv1.CertificateRequestList{}
+	if err := env.Client.List(context.Background(), certs, client.InNamespace(ns)); err != nil {
+		t.Logf("Certificates of %s not listed: %v", ns, err)
+		return
+	}
+	if err := env.Client.List(context.Background(), requests, client.InNamespace(ns)); err != nil {
+		t.Logf("CertificateRequests of %s not listed: %v", ns, err)
+	}
+	for _, c := range certs.Items {
+		var state []string
+		unissued := false
+		for _, cond := range c.Status.Conditions {
+			unissued = unissued || cond.Type == cmv1.CertificateConditionReady && cond.Status != cmmeta.ConditionTrue ||
+				cond.Type == cmv1.CertificateConditionIssuing && cond.Status == cmmeta.ConditionTrue
+			state = append(state, fmt.Sprintf("%s=%s %s since %s: %.200s", cond.Type, cond.Status, cond.Reason, cond.LastTransitionTime, cond.Message))
+		}
+		if !unissued && len(c.Status.Conditions) > 0 {
+			continue
+		}
+		t.Logf("Certificate %s (issuer %s, revision %d, failed attempts %d, next key %s): %s", c.Name, c.Spec.IssuerRef.Name,
+			ptr.Deref(c.Status.Revision, 0), ptr.Deref(c.Status.FailedIssuanceAttempts, 0), ptr.Deref(c.Status.NextPrivateKeySecretName, "none"),
+			strings.Join(state, "; "))
+		for _, r := range requests.Items {
+			if owner := metav1.GetControllerOf(&r); owner == nil || owner.UID != c.UID {
+				continue
+			}
+			var rs []string
+			for _, cond := range r.Status.Conditions {
+				rs = append(rs, fmt.Sprintf("%s=%s %s: %.200s", cond.Type, cond.Status, cond.Reason, cond.Message))
+			}
+			t.Logf("  CertificateRequest %s (created %s, revision %s, key %s): %s", r.Name, r.CreationTimestamp,
+				r.Annotations[cmv1.CertificateRequestRevisionAnnotationKey], r.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey], strings.Join(rs, "; "))
+		}
+	}
 }
 
 // manifest parses a YAML manifest as a user would write it.

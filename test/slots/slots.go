@@ -16,6 +16,7 @@ type Slots struct {
 	mu      sync.Mutex
 	free    int
 	started bool
+	settled bool
 	waiting []waiter
 	// users counts the running tests that use each group; changing holds
 	// the groups a running test changes.
@@ -68,11 +69,23 @@ func (s *Slots) Acquire(t testing.TB, claims ...Claim) {
 	w := waiter{rank: rank, claims: claims, run: make(chan struct{})}
 	s.mu.Lock()
 	s.waiting = append(s.waiting, w)
+	settled := s.settled
 	if !s.started {
 		s.started = true
-		time.AfterFunc(settle, s.dispatch)
+		time.AfterFunc(settle, func() {
+			s.mu.Lock()
+			s.settled = true
+			s.mu.Unlock()
+			s.dispatch()
+		})
 	}
 	s.mu.Unlock()
+	if settled {
+		// A test that comes after the first ones (go test -count, or one
+		// released late) is dispatched at once: no slot's release may
+		// come to do it.
+		s.dispatch()
+	}
 	start := time.Now()
 	<-w.run
 	t.Logf("%s waited %d s for %s", t.Name(), int(time.Since(start).Seconds()), s.what)

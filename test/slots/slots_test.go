@@ -116,3 +116,24 @@ func TestClaims(t *testing.T) {
 	close(release["TestChanges"])
 	wg.Wait()
 }
+
+// A test that asks for a slot after the first ones have all ended (go test
+// -count=2 runs the parallel tests again after the first round) gets one:
+// no release is left to hand it over.
+func TestLateTestGetsASlot(t *testing.T) {
+	s := New("one of 2 slots", 2, nil)
+	first := &fakeT{name: "TestFirst"}
+	s.Acquire(first)
+	first.end()
+	time.Sleep(settle + 100*time.Millisecond)
+	late := make(chan struct{})
+	go func() {
+		s.Acquire(&fakeT{name: "TestFirst"})
+		close(late)
+	}()
+	select {
+	case <-late:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late test never got a slot")
+	}
+}
