@@ -43,16 +43,21 @@ func (r *Reconciler) unstickIssuances(ctx context.Context, s *scope) error {
 }
 
 // releaseStuckRequests deletes the CertificateRequests of the control
-// plane's Certificates that cert-manager can never complete, so that it
-// asks again: a request whose temporary private key Secret (the
-// cert-manager.io/private-key-secret-name annotation) is gone. cert-manager
-// makes one when its key manager, behind its own cache, makes a second
-// temporary key Secret for a Certificate that keeps its key (rotationPolicy
-// Never, as every CA here does) and deletes the first, which a request
-// already names: both hold the same key, so cert-manager's request manager
-// keeps that request, and a SelfSigned issuer waits for its Secret for ever.
-// It was seen under load when a rotation wrote a CA's new key into its
-// Secret while the CA's Certificate changed issuer.
+// plane's Certificates that cert-manager has not signed after stuckAfter,
+// so that it asks again. Every Issuer of a control plane is a CA or
+// SelfSigned Issuer in its namespace, which cert-manager signs with at once
+// once the request is approved: a request left unsigned that long never
+// will be. One face was seen: a request whose temporary private key Secret
+// (the cert-manager.io/private-key-secret-name annotation) is gone.
+// cert-manager makes one when its key manager, behind its own cache, makes
+// a second temporary key Secret for a Certificate that keeps its key
+// (rotationPolicy Never, as every CA here does) and deletes the first,
+// which a request already names: both hold the same key, so cert-manager's
+// request manager keeps that request, and a SelfSigned issuer waits for its
+// Secret for ever. It was seen under load when a rotation wrote a CA's new
+// key into its Secret while the CA's Certificate changed issuer. A request
+// that waits for its Issuer's CA Secret, which cert-manager is issuing too,
+// is deleted as well; cert-manager's next one finds it.
 //
 // Only a Certificate that has been issuing for stuckAfter is looked at (the
 // requests are listed from the API server, which costs nothing while none
@@ -80,26 +85,42 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope, certs [
 	for i := range requests.Items {
 		req := &requests.Items[i]
 		owner := metav1.GetControllerOfNoCopy(req)
-		secret := req.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey]
-		if owner == nil || !issuing[owner.UID] || secret == "" || requestDone(req) || now.Sub(req.CreationTimestamp.Time) < stuckAfter {
+		if owner == nil || !issuing[owner.UID] || requestDone(req) || now.Sub(req.CreationTimestamp.Time) < stuckAfter {
 			continue
 		}
-		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: secret}, &corev1.Secret{})
-		if !apierrors.IsNotFound(err) {
-			if err != nil {
-				return fmt.Errorf("read Secret %s of CertificateRequest %s: %w", secret, req.Name, err)
-			}
-			continue
+		why, err := r.unsigned(ctx, req)
+		if err != nil {
+			return err
 		}
 		if err := r.client.Delete(ctx, req, client.Preconditions{UID: &req.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete CertificateRequest %s: %w", req.Name, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("deleted a CertificateRequest whose private key Secret is gone", "certificateRequest", req.Name, "secret", secret)
+		ctrl.LoggerFrom(ctx).Info("deleted a CertificateRequest left unsigned", "certificateRequest", req.Name, "certificate", owner.Name, "why", why)
 		r.recorder.Eventf(s.hcp, req, corev1.EventTypeNormal, v1alpha1.IssuingReason, "ReleaseRequest",
-			"deleted CertificateRequest %s of Certificate %s: cert-manager replaced the Secret %s that holds its private key, so it can never be signed; cert-manager asks again",
-			req.Name, owner.Name, secret)
+			"deleted CertificateRequest %s of Certificate %s, unsigned after %s: %s; cert-manager asks again",
+			req.Name, owner.Name, stuckAfter, why)
 	}
 	return nil
+}
+
+// unsigned says why cert-manager left req unsigned: the private key
+// Secret it names is gone, or what its Ready condition says.
+func (r *Reconciler) unsigned(ctx context.Context, req *cmv1.CertificateRequest) (string, error) {
+	if secret := req.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey]; secret != "" {
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: secret}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return "cert-manager replaced the Secret " + secret + " that holds its private key", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("read Secret %s of CertificateRequest %s: %w", secret, req.Name, err)
+		}
+	}
+	for _, c := range req.Status.Conditions {
+		if c.Type == cmv1.CertificateRequestConditionReady {
+			return fmt.Sprintf("it says %s: %.200s", c.Reason, c.Message), nil
+		}
+	}
+	return "it has no Ready condition", nil
 }
 
 // certificates are the control plane's Certificates (none without

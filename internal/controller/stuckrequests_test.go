@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +22,10 @@ import (
 )
 
 // A CertificateRequest of a Certificate that has issued for half a minute,
-// whose temporary private key Secret cert-manager deleted, is deleted with
-// an event that names it; requests whose Secret exists, that are signed,
-// that are young, or of a Certificate that issues since moments, or of
-// something else, stay. A Certificate that issues since moments brings the
+// left unsigned for half a minute, is deleted with an event that names it
+// and says why: its temporary private key Secret is gone, or what its Ready
+// condition says; requests that are signed, that are young, or of a
+// Certificate that issues since moments, or of something else, stay. A Certificate that issues since moments brings the
 // pass back when it is half a minute.
 func TestStuckRequestsReleased(t *testing.T) {
 	now := time.Now()
@@ -55,18 +56,20 @@ func TestStuckRequestsReleased(t *testing.T) {
 		}
 		return req
 	}
-	stuck := request("demo-etcd-3", etcd, "demo-etcd-gone", time.Minute, cmmeta.ConditionFalse)
-	kept := []*cmv1.CertificateRequest{
+	stuck := []*cmv1.CertificateRequest{
+		request("demo-etcd-3", etcd, "demo-etcd-gone", time.Minute, cmmeta.ConditionFalse),
 		request("demo-proxy-3", proxy, "demo-proxy-abcde", time.Minute, cmmeta.ConditionFalse), // its Secret exists
-		request("demo-etcd-2", etcd, "demo-etcd-old", time.Hour, cmmeta.ConditionTrue),         // signed long ago
-		request("demo-etcd-4", etcd, "demo-etcd-new", 5*time.Second, ""),                       // just made
-		request("demo-ca-1", fresh, "demo-ca-gone", time.Minute, cmmeta.ConditionFalse),        // its Certificate issues since moments
-		request("other-1", nil, "other-gone", time.Minute, cmmeta.ConditionFalse),              // not a Certificate's
+	}
+	kept := []*cmv1.CertificateRequest{
+		request("demo-etcd-2", etcd, "demo-etcd-old", time.Hour, cmmeta.ConditionTrue),  // signed long ago
+		request("demo-etcd-4", etcd, "demo-etcd-new", 5*time.Second, ""),                // just made
+		request("demo-ca-1", fresh, "demo-ca-gone", time.Minute, cmmeta.ConditionFalse), // its Certificate issues since moments
+		request("other-1", nil, "other-gone", time.Minute, cmmeta.ConditionFalse),       // not a Certificate's
 	}
 	kinds := observedKinds()
 	require.NoError(t, cmv1.AddToScheme(kinds))
-	objs := []client.Object{etcd, proxy, fresh, stuck, secret("demo-proxy-abcde", nil)}
-	for _, k := range kept {
+	objs := []client.Object{etcd, proxy, fresh, secret("demo-proxy-abcde", nil)}
+	for _, k := range append(slices.Clone(stuck), kept...) {
 		objs = append(objs, k)
 	}
 	c := fake.NewClientBuilder().WithScheme(kinds).WithObjects(objs...).Build()
@@ -77,15 +80,24 @@ func TestStuckRequestsReleased(t *testing.T) {
 	certs, err := r.certificates(t.Context(), s)
 	require.NoError(t, err)
 	require.NoError(t, r.releaseStuckRequests(t.Context(), s, certs))
-	err = c.Get(t.Context(), client.ObjectKeyFromObject(stuck), &cmv1.CertificateRequest{})
-	assert.True(t, apierrors.IsNotFound(err), "the request whose private key Secret is gone is deleted: %v", err)
+	for _, k := range stuck {
+		err = c.Get(t.Context(), client.ObjectKeyFromObject(k), &cmv1.CertificateRequest{})
+		assert.True(t, apierrors.IsNotFound(err), "%s, unsigned for a minute, is deleted: %v", k.Name, err)
+	}
 	for _, k := range kept {
 		assert.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(k), &cmv1.CertificateRequest{}), "%s stays", k.Name)
 	}
-	require.Len(t, recorder.Events, 1)
-	event := <-recorder.Events
-	assert.True(t, strings.HasPrefix(event, "Normal Issuing "), event)
-	assert.Contains(t, event, "deleted CertificateRequest demo-etcd-3 of Certificate demo-etcd: cert-manager replaced the Secret demo-etcd-gone")
+	require.Len(t, recorder.Events, 2)
+	var events []string
+	for range 2 {
+		event := <-recorder.Events
+		assert.True(t, strings.HasPrefix(event, "Normal Issuing "), event)
+		events = append(events, event)
+	}
+	assert.Contains(t, strings.Join(events, "\n"),
+		"deleted CertificateRequest demo-etcd-3 of Certificate demo-etcd, unsigned after 30s: cert-manager replaced the Secret demo-etcd-gone that holds its private key; cert-manager asks again")
+	assert.Contains(t, strings.Join(events, "\n"),
+		"deleted CertificateRequest demo-proxy-3 of Certificate demo-proxy, unsigned after 30s: it says Pending: ")
 	assert.InDelta(t, 20*time.Second, s.soon, float64(time.Second), "back when the young Certificate has issued for half a minute")
 }
 
