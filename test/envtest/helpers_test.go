@@ -50,10 +50,19 @@ func namespace(t testing.TB) string {
 				lines = append(lines, line)
 			}
 		}
-		t.Logf("the controller's log of %s:\n%s", ns.Name, tail(strings.Join(lines, "\n")))
+		// A line each, the last controllerLogLines: hack/failures.sh keeps
+		// what the test said itself, a log call's first line.
+		t.Logf("the controller's log of %s, its last %d lines:", ns.Name, min(len(lines), controllerLogLines))
+		for _, line := range lines[max(len(lines)-controllerLogLines, 0):] {
+			t.Logf("  %.600s", line)
+		}
 	})
 	return ns.Name
 }
+
+// controllerLogLines is how many lines of the controller's log about its
+// namespace a failed test logs.
+const controllerLogLines = 12
 
 // logUnissued logs, one line each, the Certificates of namespace ns that
 // are not Ready or are issuing, and their CertificateRequests: a control
