@@ -47,7 +47,8 @@ func (r *Reconciler) unstickIssuances(ctx context.Context, s *scope) error {
 // so that it asks again. Every Issuer of a control plane is a CA or
 // SelfSigned Issuer in its namespace, which cert-manager signs with at once
 // once the request is approved: a request left unsigned that long never
-// will be. One face was seen: a request whose temporary private key Secret
+// will be, unless it waits for its Issuer (whose CA Secret is being issued
+// too, say). One face was seen: a request whose temporary private key Secret
 // (the cert-manager.io/private-key-secret-name annotation) is gone.
 // cert-manager makes one when its key manager, behind its own cache, makes
 // a second temporary key Secret for a Certificate that keeps its key
@@ -55,9 +56,7 @@ func (r *Reconciler) unstickIssuances(ctx context.Context, s *scope) error {
 // which a request already names: both hold the same key, so cert-manager's
 // request manager keeps that request, and a SelfSigned issuer waits for its
 // Secret for ever. It was seen under load when a rotation wrote a CA's new
-// key into its Secret while the CA's Certificate changed issuer. A request
-// that waits for its Issuer's CA Secret, which cert-manager is issuing too,
-// is deleted as well; cert-manager's next one finds it.
+// key into its Secret while the CA's Certificate changed issuer.
 //
 // Only a Certificate that has been issuing for stuckAfter is looked at (the
 // requests are listed from the API server, which costs nothing while none
@@ -89,8 +88,11 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope, certs [
 			continue
 		}
 		why, err := r.unsigned(ctx, req)
-		if err != nil {
-			return err
+		if err != nil || why == "" {
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		if err := r.client.Delete(ctx, req, client.Preconditions{UID: &req.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete CertificateRequest %s: %w", req.Name, err)
@@ -103,8 +105,11 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope, certs [
 	return nil
 }
 
-// unsigned says why cert-manager left req unsigned: the private key
-// Secret it names is gone, or what its Ready condition says.
+// unsigned says why cert-manager left req unsigned, when nothing else will
+// sign it: the private key Secret it names is gone, or its Issuer is ready
+// (then what its Ready condition says). Empty when its Issuer is not ready:
+// the request waits for it (the CA's Secret not issued yet, say), and one
+// asked again would wait the same.
 func (r *Reconciler) unsigned(ctx context.Context, req *cmv1.CertificateRequest) (string, error) {
 	if secret := req.Annotations[cmv1.CertificateRequestPrivateKeyAnnotationKey]; secret != "" {
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: secret}, &corev1.Secret{})
@@ -115,12 +120,23 @@ func (r *Reconciler) unsigned(ctx context.Context, req *cmv1.CertificateRequest)
 			return "", fmt.Errorf("read Secret %s of CertificateRequest %s: %w", secret, req.Name, err)
 		}
 	}
+	issuer := &cmv1.Issuer{}
+	if req.Spec.IssuerRef.Kind != cmv1.IssuerKind {
+		return "", nil // not an Issuer of a control plane
+	}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Spec.IssuerRef.Name}, issuer)
+	if apierrors.IsNotFound(err) || err == nil && !apiutil.IssuerHasCondition(issuer, cmv1.IssuerCondition{Type: cmv1.IssuerConditionReady, Status: cmmeta.ConditionTrue}) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read Issuer %s of CertificateRequest %s: %w", req.Spec.IssuerRef.Name, req.Name, err)
+	}
 	for _, c := range req.Status.Conditions {
 		if c.Type == cmv1.CertificateRequestConditionReady {
-			return fmt.Sprintf("it says %s: %.200s", c.Reason, c.Message), nil
+			return fmt.Sprintf("its Issuer %s is ready, and it says %s: %.200s", issuer.Name, c.Reason, c.Message), nil
 		}
 	}
-	return "it has no Ready condition", nil
+	return "its Issuer " + issuer.Name + " is ready, and it has no Ready condition", nil
 }
 
 // certificates are the control plane's Certificates (none without

@@ -23,8 +23,9 @@ import (
 
 // A CertificateRequest of a Certificate that has issued for half a minute,
 // left unsigned for half a minute, is deleted with an event that names it
-// and says why: its temporary private key Secret is gone, or what its Ready
-// condition says; requests that are signed, that are young, or of a
+// and says why: its temporary private key Secret is gone, or its Issuer is
+// ready and it says what its Ready condition says; requests that are
+// signed, that are young, that wait for an Issuer not ready, or of a
 // Certificate that issues since moments, or of something else, stay. A Certificate that issues since moments brings the
 // pass back when it is half a minute.
 func TestStuckRequestsReleased(t *testing.T) {
@@ -41,11 +42,19 @@ func TestStuckRequestsReleased(t *testing.T) {
 		return c
 	}
 	etcd, proxy, fresh := cert("demo-etcd", time.Minute), cert("demo-proxy", time.Minute), cert("demo-ca", 10*time.Second)
+	issuer := func(name string, ready bool) *cmv1.Issuer {
+		i := &cmv1.Issuer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		if ready {
+			i.Status.Conditions = []cmv1.IssuerCondition{{Type: cmv1.IssuerConditionReady, Status: cmmeta.ConditionTrue}}
+		}
+		return i
+	}
+	readyIssuer, waitingIssuer := issuer("demo-selfsigned", true), issuer("demo-ca", false)
 	request := func(name string, of *cmv1.Certificate, keySecret string, age time.Duration, ready cmmeta.ConditionStatus) *cmv1.CertificateRequest {
 		req := &cmv1.CertificateRequest{ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), CreationTimestamp: metav1.Time{Time: now.Add(-age)},
 			Annotations: map[string]string{cmv1.CertificateRequestPrivateKeyAnnotationKey: keySecret},
-		}}
+		}, Spec: cmv1.CertificateRequestSpec{IssuerRef: cmmeta.IssuerReference{Kind: cmv1.IssuerKind, Name: readyIssuer.Name}}}
 		if of != nil {
 			req.OwnerReferences = []metav1.OwnerReference{{
 				APIVersion: cmv1.SchemeGroupVersion.String(), Kind: "Certificate", Name: of.Name, UID: of.UID, Controller: new(true),
@@ -68,7 +77,7 @@ func TestStuckRequestsReleased(t *testing.T) {
 	}
 	kinds := observedKinds()
 	require.NoError(t, cmv1.AddToScheme(kinds))
-	objs := []client.Object{etcd, proxy, fresh, secret("demo-proxy-abcde", nil)}
+	objs := []client.Object{etcd, proxy, fresh, secret("demo-proxy-abcde", nil), readyIssuer, waitingIssuer}
 	for _, k := range append(slices.Clone(stuck), kept...) {
 		objs = append(objs, k)
 	}
@@ -97,8 +106,9 @@ func TestStuckRequestsReleased(t *testing.T) {
 	assert.Contains(t, strings.Join(events, "\n"),
 		"deleted CertificateRequest demo-etcd-3 of Certificate demo-etcd, unsigned after 30s: cert-manager replaced the Secret demo-etcd-gone that holds its private key; cert-manager asks again")
 	assert.Contains(t, strings.Join(events, "\n"),
-		"deleted CertificateRequest demo-proxy-3 of Certificate demo-proxy, unsigned after 30s: it says Pending: ")
-	assert.InDelta(t, 20*time.Second, s.soon, float64(time.Second), "back when the young Certificate has issued for half a minute")
+		"deleted CertificateRequest demo-proxy-3 of Certificate demo-proxy, unsigned after 30s: its Issuer demo-selfsigned is ready, and it says Pending: ")
+	// Less the time the test took to get there (seconds on a loaded machine).
+	assert.InDelta(t, 20*time.Second, s.soon, float64(5*time.Second), "back when the young Certificate has issued for half a minute")
 }
 
 // While a rotation writes keys, a Certificate whose last issuance failed is
