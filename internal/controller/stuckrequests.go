@@ -88,10 +88,10 @@ func (r *Reconciler) releaseStuckRequests(ctx context.Context, s *scope, certs [
 			continue
 		}
 		why, err := r.unsigned(ctx, req)
-		if err != nil || why == "" {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if why == "" {
 			continue
 		}
 		if err := r.client.Delete(ctx, req, client.Preconditions{UID: &req.UID}); client.IgnoreNotFound(err) != nil {
@@ -120,10 +120,10 @@ func (r *Reconciler) unsigned(ctx context.Context, req *cmv1.CertificateRequest)
 			return "", fmt.Errorf("read Secret %s of CertificateRequest %s: %w", secret, req.Name, err)
 		}
 	}
-	issuer := &cmv1.Issuer{}
 	if req.Spec.IssuerRef.Kind != cmv1.IssuerKind {
 		return "", nil // not an Issuer of a control plane
 	}
+	issuer := &cmv1.Issuer{}
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Spec.IssuerRef.Name}, issuer)
 	if apierrors.IsNotFound(err) || err == nil && !apiutil.IssuerHasCondition(issuer, cmv1.IssuerCondition{Type: cmv1.IssuerConditionReady, Status: cmmeta.ConditionTrue}) {
 		return "", nil

@@ -26,8 +26,9 @@ import (
 // and says why: its temporary private key Secret is gone, or its Issuer is
 // ready and it says what its Ready condition says; requests that are
 // signed, that are young, that wait for an Issuer not ready, or of a
-// Certificate that issues since moments, or of something else, stay. A Certificate that issues since moments brings the
-// pass back when it is half a minute.
+// Certificate that issues since moments, or of something else, stay. A
+// Certificate that issues since moments brings the pass back when it is
+// half a minute.
 func TestStuckRequestsReleased(t *testing.T) {
 	now := time.Now()
 	cert := func(name string, issuingFor time.Duration) *cmv1.Certificate {
