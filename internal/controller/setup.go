@@ -140,7 +140,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.HostedControlPlane{}, handler.OnlyControllerOwner())
-	r.watches = &optionalWatches{controller: c, cache: mgr.GetCache(), client: mgr.GetClient(), kinds: []optionalKind{
+	woken := make(chan event.TypedGenericEvent[types.NamespacedName])
+	if err := c.Watch(answers(woken)); err != nil {
+		return err
+	}
+	r.watches = &optionalWatches{controller: c, cache: mgr.GetCache(), client: mgr.GetClient(), woken: woken, kinds: []optionalKind{
 		{obj: &cmv1.Certificate{}, handler: owner},
 		{obj: &cmv1.Issuer{}, handler: owner},
 		{obj: &gatewayv1.TLSRoute{}, handler: owner},
@@ -165,11 +169,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	return c.Watch(source.Kind(gateways, client.Object(crd), handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.watches.crdChanged(ctx, e.Object.GetName(), q)
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.watches.crdChanged(ctx, e.Object.GetName())
 		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.watches.crdChanged(ctx, e.ObjectNew.GetName(), q)
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.watches.crdChanged(ctx, e.ObjectNew.GetName())
 		},
 	}))
 }
@@ -246,6 +250,8 @@ type optionalWatches struct {
 	cache      cache.Cache
 	client     client.Client
 	kinds      []optionalKind
+	// woken wakes a control plane (see wakeAll).
+	woken chan<- event.TypedGenericEvent[types.NamespacedName]
 	// lookedAt is when the kinds not watched were last looked for; zero
 	// once a CRD of one of their groups changed.
 	lookedAt time.Time
@@ -306,14 +312,17 @@ const lookAgainAfter = 30 * time.Second
 // ensure adds the watches whose CRDs have appeared, looking for them (a
 // discovery request for each kind not watched) on the first pass, after a
 // CRD of one of their groups changed (see crdChanged), and then at most
-// every lookAgainAfter while one is not watched, never on every pass.
+// every lookAgainAfter while one is not watched, never on every pass. A
+// watch it starts passes over every control plane (wakeAll).
 func (w *optionalWatches) ensure(ctx context.Context) {
 	if w == nil {
 		return // not set up with a manager: nothing watches
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ensureLocked(ctx)
+	if w.ensureLocked(ctx) {
+		go w.wakeAll(context.WithoutCancel(ctx))
+	}
 }
 
 // ensureLocked is ensure with w.mu held.
@@ -354,13 +363,11 @@ func (w *optionalWatches) ensureLocked(ctx context.Context) bool {
 
 // crdChanged looks for the kinds again when the CRD named crd (created, or
 // changed, as when it becomes established) is of one of their groups, and
-// when that starts a watch passes over every control plane, since what a
-// pass renders and waits for depends on which kinds exist (cert-manager's
-// while CertManagerMissing, Cilium's policies, Gateway API's). It looks
+// when that starts a watch passes over every control plane (wakeAll). It looks
 // apart from the CRD informer's handler, which must not wait: the
 // controller starts a watch only once its start is done, and its start
 // waits for this informer's handler to have seen every CRD.
-func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (w *optionalWatches) crdChanged(ctx context.Context, crd string) {
 	if !w.ofOptionalGroup(crd) {
 		return
 	}
@@ -369,18 +376,29 @@ func (w *optionalWatches) crdChanged(ctx context.Context, crd string, q workqueu
 		w.lookedAt = time.Time{}
 		started := w.ensureLocked(ctx)
 		w.mu.Unlock()
-		if !started {
-			return
-		}
-		hcps := &v1alpha1.HostedControlPlaneList{}
-		if err := w.cache.List(ctx, hcps); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "list control planes after a CRD changed", "crd", crd)
-			return
-		}
-		for i := range hcps.Items {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hcps.Items[i])})
+		if started {
+			w.wakeAll(ctx)
 		}
 	}()
+}
+
+// wakeAll passes over every control plane once a watch started, since
+// what a pass renders and waits for depends on which kinds exist
+// (cert-manager's while CertManagerMissing, Cilium's policies, Gateway
+// API's): a control plane nothing else wakes would not render them.
+func (w *optionalWatches) wakeAll(ctx context.Context) {
+	hcps := &v1alpha1.HostedControlPlaneList{}
+	if err := w.cache.List(ctx, hcps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list control planes after a watch of an optional kind started")
+		return
+	}
+	for i := range hcps.Items {
+		select {
+		case w.woken <- event.TypedGenericEvent[types.NamespacedName]{Object: client.ObjectKeyFromObject(&hcps.Items[i])}:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // ofOptionalGroup tells whether the CRD named name (<plural>.<group>) is of
