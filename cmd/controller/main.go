@@ -64,6 +64,7 @@ func run(ctx context.Context, cfg settings.Controller, restConfig *rest.Config) 
 		Scheme:                        scheme,
 		Metrics:                       program.Metrics(cfg.Serving),
 		HealthProbeBindAddress:        cfg.HealthAddr,
+		PprofBindAddress:              cfg.ProfilerAddr,
 		LeaderElection:                cfg.LeaderElection,
 		LeaderElectionID:              cfg.LeaderElectionID(),
 		LeaderElectionNamespace:       cfg.Namespace,

@@ -66,6 +66,7 @@ func newManager(restConfig *rest.Config, cfg settings.Extension) (ctrl.Manager, 
 		Scheme:                 scheme,
 		Metrics:                program.Metrics(cfg.Serving),
 		HealthProbeBindAddress: cfg.HealthAddr,
+		PprofBindAddress:       cfg.ProfilerAddr,
 		// Secrets are read one at a time when a gate asks; caching every
 		// Secret of the management cluster would cost memory and access.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},

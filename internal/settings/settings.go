@@ -35,6 +35,9 @@ type Serving struct {
 	// MetricsAddr and HealthAddr are host:port listen addresses; "0" turns
 	// the endpoint off.
 	MetricsAddr, HealthAddr string
+	// ProfilerAddr, when set, serves Go's pprof profiles (heap, CPU,
+	// goroutines) over plain HTTP on that host:port; empty or "0" is off.
+	ProfilerAddr string
 	// MetricsSecure serves the metrics over HTTPS to clients the management
 	// cluster authenticates (TokenReview) and authorizes (SubjectAccessReview
 	// of GET on the non-resource URL /metrics).
@@ -65,6 +68,8 @@ func (s *Serving) bind(src *source, defaultPort int) {
 	src.Bool(&s.MetricsSecure, "metrics-secure", "METRICS_SECURE", true,
 		"serve metrics over HTTPS to clients allowed to GET the non-resource URL /metrics; false: plain HTTP to anyone")
 	src.String(&s.HealthAddr, "health-probe-bind-address", "HEALTH_PROBE_BIND_ADDRESS", ":8081", `health and readiness listen address, "0" to disable`)
+	src.String(&s.ProfilerAddr, "profiler-address", "PROFILER_ADDRESS", "",
+		`pprof listen address (plain HTTP to anyone who reaches it, such as "127.0.0.1:6060"), off when empty or "0"`)
 	src.String(&s.CertDir, "webhook-cert-dir", "WEBHOOK_CERT_DIR", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"directory with tls.crt and tls.key of the TLS server")
 	src.Int(&s.Port, "webhook-port", "WEBHOOK_PORT", defaultPort, "port of the TLS server")
@@ -88,6 +93,9 @@ func (s *Serving) validate(needCerts bool) error {
 	}
 	errs = append(errs, validateAddr("METRICS_BIND_ADDRESS/--metrics-bind-address", s.MetricsAddr))
 	errs = append(errs, validateAddr("HEALTH_PROBE_BIND_ADDRESS/--health-probe-bind-address", s.HealthAddr))
+	if s.ProfilerAddr != "" {
+		errs = append(errs, validateAddr("PROFILER_ADDRESS/--profiler-address", s.ProfilerAddr))
+	}
 	if s.Port < 1 || s.Port > 65535 {
 		errs = append(errs, fmt.Errorf("WEBHOOK_PORT/--webhook-port %d: use a port from 1 to 65535", s.Port))
 	}

@@ -174,7 +174,7 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	for _, v := range []string{
 		"LEADER_ELECTION", "WEBHOOK_CERT_DIR", "MAX_CONCURRENT_RECONCILES", "CONTROLLER_NAMESPACE",
 		"LOG_FORMAT", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "METRICS_BIND_ADDRESS", "HEALTH_PROBE_BIND_ADDRESS",
-		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES", "WORKLOAD_HEALTH_PROBE_INTERVAL",
+		"TUNNEL_IMAGE", "ETCD_RESTORE_IMAGE", "ALLOWED_IMAGE_REGISTRIES", "WORKLOAD_HEALTH_PROBE_INTERVAL", "PROFILER_ADDRESS",
 	} {
 		assert.Contains(t, out.String(), "(env "+v+")")
 	}
@@ -266,6 +266,23 @@ func TestWorkloadHealthProbeInterval(t *testing.T) {
 		_, err := outsidePod(t, quiet, env(map[string]string{"WORKLOAD_HEALTH_PROBE_INTERVAL": value}))
 		assert.ErrorContains(t, err, want, value)
 	}
+}
+
+// PROFILER_ADDRESS is off unless set; a value that is no listen address
+// names the variable.
+func TestProfilerAddress(t *testing.T) {
+	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
+	c, err := outsidePod(t, quiet, env(nil))
+	require.NoError(t, err)
+	assert.Empty(t, c.ProfilerAddr, "off unless set")
+	c, err = outsidePod(t, append(quiet, "--profiler-address=127.0.0.1:6060"), env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:6060", c.ProfilerAddr)
+	_, err = outsidePod(t, quiet, env(map[string]string{"PROFILER_ADDRESS": "localhost"}))
+	assert.ErrorContains(t, err, `PROFILER_ADDRESS/--profiler-address "localhost": use host:port such as ":8080", or "0" to disable`)
+	e, err := ParseExtension([]string{"--profiler-address=:6060"}, env(map[string]string{"WEBHOOK_CERT_DIR": certDir(t)}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, ":6060", e.ProfilerAddr, "the extension reads it too")
 }
 
 // OTEL_EXPORTER_OTLP_ENDPOINT=none turns tracing off as an empty value does.

@@ -37,13 +37,13 @@ func leaseOf(ns string) client.ObjectKey {
 func TestControllerStartsAndStops(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	p := []int{freePort(t), freePort(t)}
+	p := []int{freePort(t), freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/controller", t.TempDir())
 	require.NoError(t, err)
 	proc, err := StartProcess(bin, []string{
 		"KUBECONFIG=" + env.Kubeconfig, "CONTROLLER_NAMESPACE=" + ns, "WATCH_NAMESPACES=" + ns, "LEADER_ELECTION=true",
 		"ENABLE_WEBHOOKS=false", "LOG_FORMAT=json", "LOG_LEVEL=debug",
-		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", p[0]),
+		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", p[0]), fmt.Sprintf("PROFILER_ADDRESS=127.0.0.1:%d", p[2]),
 	}, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
@@ -52,6 +52,10 @@ func TestControllerStartsAndStops(t *testing.T) {
 	code, _, err := Scrape(testContext(t), fmt.Sprintf("https://127.0.0.1:%d/metrics", p[1]), metricsToken(t))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, "metrics served to the metrics reader")
+	code, heap, err := Scrape(testContext(t), fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", p[2]), "")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code, "PROFILER_ADDRESS serves pprof's heap profile")
+	assert.Contains(t, heap, "heap profile:", "the heap profile, in pprof's text form")
 
 	lease := &coordinationv1.Lease{}
 	require.Eventually(t, func() bool {

@@ -216,6 +216,10 @@ func (e *Env) StartControllerBinary(bin string, settings ...string) (*Process, e
 	if err != nil {
 		return nil, err
 	}
+	profiler, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	kubeconfig, err := e.UserKubeconfig(ControllerUser)
 	if err != nil {
 		return nil, err
@@ -226,6 +230,7 @@ func (e *Env) StartControllerBinary(bin string, settings ...string) (*Process, e
 		fmt.Sprintf("WEBHOOK_PORT=%d", e.WebhookPort()),
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", health),
 		fmt.Sprintf("METRICS_BIND_ADDRESS=127.0.0.1:%d", metrics),
+		fmt.Sprintf("PROFILER_ADDRESS=127.0.0.1:%d", profiler),
 		"LEADER_ELECTION=false",
 		"LOG_FORMAT=text",
 	}, settings...))
@@ -233,6 +238,7 @@ func (e *Env) StartControllerBinary(bin string, settings ...string) (*Process, e
 		return nil, err
 	}
 	p.MetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics)
+	p.ProfilerURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", profiler)
 	if err := p.WaitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), time.Minute); err != nil {
 		return nil, errors.Join(fmt.Errorf("controller: %w", err), p.Stop(5*time.Second))
 	}

@@ -2,7 +2,10 @@ package envtest
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +40,7 @@ const (
 func BenchmarkIdleControlPlanes(b *testing.B) {
 	before, err := controller.RSSMiB()
 	require.NoError(b, err)
+	saveHeapProfile(b, "idle-before")
 	management, err := url.Parse(env.Config.Host)
 	require.NoError(b, err)
 	workloads := map[string]bool{}
@@ -71,6 +75,7 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 	end, minutes := snapshot(b), time.Since(startedAt).Minutes()
 	after, err := controller.RSSMiB()
 	require.NoError(b, err)
+	saveHeapProfile(b, "idle-after")
 	b.Logf("in %.1f minutes: %v passes over the control planes, %v health probes of the ClusterCache",
 		minutes, end.passes-start.passes, end.probes-start.probes)
 	for _, hcp := range hcps {
@@ -101,6 +106,22 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 	fmt.Printf("BENCH idle_management_requests_per_cp_min %.3f req/min\n", perCPMinute(toManagement))
 	fmt.Printf("BENCH idle_workload_requests_per_cp_min %.3f req/min\n", perCPMinute(toWorkloads))
 	fmt.Printf("BENCH controller_rss_mib_per_connected_cp %.3f MiB\n", (after-before)/idleControlPlanes)
+}
+
+// saveHeapProfile writes the shared controller's heap profile to
+// $BENCH_PROFILE_DIR/<name>.pprof when that is set, for
+// go tool pprof -base <before> <after>.
+func saveHeapProfile(b *testing.B, name string) {
+	dir := os.Getenv("BENCH_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	code, profile, err := Scrape(testContext(b), controller.ProfilerURL+"/heap", "")
+	require.NoError(b, err)
+	require.Equal(b, http.StatusOK, code)
+	file := filepath.Join(dir, name+".pprof")
+	require.NoError(b, os.WriteFile(file, []byte(profile), 0o600))
+	b.Logf("the controller's heap profile: %s", file)
 }
 
 // requestSeries is one series of rest_client_requests_total.

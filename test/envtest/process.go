@@ -63,6 +63,8 @@ type Process struct {
 	// MetricsURL serves the process's Prometheus metrics, when it has any,
 	// to those allowed to read them (see Scrape).
 	MetricsURL string
+	// ProfilerURL serves the process's pprof profiles, when it serves them.
+	ProfilerURL string
 
 	cmd  *exec.Cmd
 	mu   sync.Mutex
