@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,29 @@ func TestControllerKilledWhileProvisioning(t *testing.T) {
 	t.Logf("killed %s", pods.Items[0].Name)
 
 	require.NoError(t, provider.WaitAvailable(ctx, k8s, "hosted-control-plane-system", "hcp-controller"))
+	t.Run("the new controller's Go runtime holds nine tenths of its memory limit", func(t *testing.T) {
+		successor := &corev1.PodList{}
+		require.NoError(t, k8s.List(ctx, successor, client.InNamespace("hosted-control-plane-system"),
+			client.MatchingLabels{"app.kubernetes.io/name": "hosted-control-plane-controller"}))
+		for _, p := range successor.Items {
+			if p.Name == pods.Items[0].Name {
+				continue
+			}
+			limit := p.Spec.Containers[0].Resources.Limits.Memory().Value()
+			require.NotZero(t, limit, "the controller's container has a memory limit")
+			want := fmt.Sprintf(`"msg":"memory limit","GOMEMLIMIT":%d`, int64(float64(limit)*0.9))
+			eventually(t, time.Minute, "the controller logs GOMEMLIMIT from its container's cgroup", func() error {
+				log, err := clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(string(log), want) {
+					return fmt.Errorf("no %s in its log", want)
+				}
+				return nil
+			})
+		}
+	})
 	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 15*time.Minute))
 	hcp := &v1alpha1.HostedControlPlane{}
 	require.NoError(t, k8s.Get(ctx, key, hcp))

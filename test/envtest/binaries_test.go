@@ -44,6 +44,7 @@ func TestControllerStartsAndStops(t *testing.T) {
 		"KUBECONFIG=" + env.Kubeconfig, "CONTROLLER_NAMESPACE=" + ns, "WATCH_NAMESPACES=" + ns, "LEADER_ELECTION=true",
 		"ENABLE_WEBHOOKS=false", "LOG_FORMAT=json", "LOG_LEVEL=debug",
 		fmt.Sprintf("HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:%d", p[0]), fmt.Sprintf("PROFILER_ADDRESS=127.0.0.1:%d", p[2]),
+		"GOMEMLIMIT=300MiB",
 	}, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proc.Stop(5 * time.Second) })
@@ -67,6 +68,7 @@ func TestControllerStartsAndStops(t *testing.T) {
 	require.NoError(t, env.Client.Get(testContext(t), leaseOf(ns), lease))
 	assert.Empty(t, ptr.Deref(lease.Spec.HolderIdentity, ""), "the lease is released for the next replica")
 	assert.Contains(t, proc.Output(), `"msg":"controller stopped"`, "logs are JSON as LOG_FORMAT says")
+	assert.Contains(t, proc.Output(), `"msg":"memory limit","GOMEMLIMIT":314572800`, "GOMEMLIMIT given is kept, not the container's")
 }
 
 // Bad configuration ends the process at once with status 2 and a message
