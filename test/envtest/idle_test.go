@@ -2,12 +2,9 @@ package envtest
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -122,27 +119,17 @@ func BenchmarkIdleControlPlanes(b *testing.B) {
 }
 
 // controllerHeap is the shared controller's live heap in MiB right after
-// a garbage collection, read from its heap profile (PROFILER_ADDRESS),
-// which it also writes to $BENCH_PROFILE_DIR/<name>.pprof when that is set,
-// for go tool pprof -base (GODEBUG=memprofilerate=4096 in the environment
-// the test starts the controller with samples finer than Go's 512 KiB).
+// a garbage collection; it also writes the controller's heap profile to
+// $BENCH_PROFILE_DIR/<name>.pprof when that is set, for go tool pprof -base.
 func controllerHeap(b *testing.B, name string) float64 {
-	code, text, err := Scrape(testContext(b), controller.ProfilerURL+"/heap?gc=1&debug=1", "")
-	require.NoError(b, err)
-	require.Equal(b, http.StatusOK, code)
-	m := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindStringSubmatch(text)
-	require.NotNil(b, m, "the heap profile tells HeapAlloc")
-	alloc, err := strconv.ParseFloat(m[1], 64)
+	heap, err := controller.HeapMiB(testContext(b))
 	require.NoError(b, err)
 	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" {
-		code, profile, err := Scrape(testContext(b), controller.ProfilerURL+"/heap", "")
-		require.NoError(b, err)
-		require.Equal(b, http.StatusOK, code)
 		file := filepath.Join(dir, name+".pprof")
-		require.NoError(b, os.WriteFile(file, []byte(profile), 0o600))
+		require.NoError(b, controller.SaveHeapProfile(testContext(b), file))
 		b.Logf("the controller's heap profile: %s", file)
 	}
-	return alloc / (1 << 20)
+	return heap
 }
 
 // requestSeries is one series of rest_client_requests_total.

@@ -19,7 +19,8 @@ const controlPlanes = 200
 
 // BenchmarkControllerMemory runs the controller binary, lets it bring
 // controlPlanes control planes up (cert-manager issuing 16 certificates for
-// each), and reports its resident memory per control plane.
+// each), and reports its resident memory and its live heap after a garbage
+// collection per control plane.
 func BenchmarkControllerMemory(b *testing.B) {
 	ctx := context.Background()
 	proc, err := env.StartController(b.TempDir())
@@ -30,6 +31,7 @@ func BenchmarkControllerMemory(b *testing.B) {
 	time.Sleep(5 * time.Second)
 	idle := rssMiB(b, proc)
 	report("controller_rss_mib_idle", idle, "MiB")
+	idleHeap := heapMiB(ctx, b, proc)
 
 	ns := namespace(ctx, b)
 	start := time.Now()
@@ -45,6 +47,16 @@ func BenchmarkControllerMemory(b *testing.B) {
 	loaded := rssMiB(b, proc)
 	report("controller_rss_mib_loaded", loaded, "MiB")
 	report("controller_rss_mib_per_cp", (loaded-idle)/controlPlanes, "MiB")
+	report("controller_heap_mib_per_cp", (heapMiB(ctx, b, proc)-idleHeap)/controlPlanes, "MiB")
+}
+
+// heapMiB reads a process's live heap after a garbage collection.
+func heapMiB(ctx context.Context, b *testing.B, p *envtest.Process) float64 {
+	heap, err := p.HeapMiB(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return heap
 }
 
 // waitAllReady plays the workload controllers until every control plane has
