@@ -70,6 +70,10 @@ type Shard struct {
 // kind, so that kinds whose CRDs arrive after the start (cert-manager's,
 // Gateway API's) get it too. A control plane outside the shard is not in
 // the cache, so an event of one of its objects ends its pass at once.
+// Cached objects keep no managedFields, which nothing here reads (objects
+// are compared with what is rendered, field by field; the API server keeps
+// them when an update leaves them out) and which are a large part of each
+// (the status writers' entries of every pod and workload).
 func CacheOptions(shard Shard) cache.Options {
 	all := cache.ByObject{Label: labels.Everything()}
 	if shard.WatchFilter != "" {
@@ -78,6 +82,7 @@ func CacheOptions(shard Shard) cache.Options {
 	opts := cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{contract.ManagedByLabel: contract.ManagedBy}),
 		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
+		DefaultTransform:     cache.TransformStripManagedFields(),
 	}
 	if len(shard.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -132,6 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// planes served through it at once, not at their next pass.
 	gateways, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return fmt.Errorf("cache for Gateways: %w", err)

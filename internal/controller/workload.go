@@ -52,7 +52,8 @@ func workloadKinds() []client.Object {
 
 // ClusterCacheOptions configure the ClusterCache for this controller:
 // kubeconfig Secrets are read through secrets (the manager's label-scoped
-// client), and the per-cluster caches hold only the objects we keep there.
+// client), and the per-cluster caches hold only the objects we keep there,
+// without their managedFields (as the manager's, CacheOptions).
 func ClusterCacheOptions(secrets client.Reader, shard Shard) clustercache.Options {
 	ours := cache.ByObject{Label: labels.SelectorFromSet(components.WorkloadLabels())}
 	byObject := map[client.Object]cache.ByObject{}
@@ -62,7 +63,7 @@ func ClusterCacheOptions(secrets client.Reader, shard Shard) clustercache.Option
 	return clustercache.Options{
 		SecretClient:     secrets,
 		WatchFilterValue: shard.WatchFilter,
-		Cache:            clustercache.CacheOptions{ByObject: byObject},
+		Cache:            clustercache.CacheOptions{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Client:           clustercache.ClientOptions{UserAgent: contract.ManagedBy},
 	}
 }
