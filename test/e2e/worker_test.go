@@ -533,10 +533,21 @@ func startWorker(t *testing.T, ns, clusterName string, spec workerSpec, token st
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-ca"}, ca))
 	hash, err := cluster.CACertHash(ca.Data[corev1.TLSCertKey])
 	require.NoError(t, err)
-	c := &clusterv1.Cluster{}
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, c))
-	endpoint := c.Spec.ControlPlaneEndpoint
-	require.True(t, endpoint.IsValid(), "the Cluster has a control plane endpoint: %+v", endpoint)
+	// Cluster API copies the control plane's endpoint into the Cluster at
+	// its next pass over the Cluster once the control plane says it is
+	// initialized, which may come a moment after the control plane is
+	// Available (seen in CI, on a loaded machine).
+	var endpoint clusterv1.APIEndpoint
+	eventually(t, time.Minute, "the Cluster has a control plane endpoint", func() error {
+		c := &clusterv1.Cluster{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, c); err != nil {
+			return err
+		}
+		if endpoint = c.Spec.ControlPlaneEndpoint; !endpoint.IsValid() {
+			return fmt.Errorf("spec.controlPlaneEndpoint %+v", endpoint)
+		}
+		return nil
+	})
 	bins := images.HostBinaries(root)
 	refs := []string{
 		"registry.k8s.io/pause:" + images.PauseVersion,
