@@ -98,8 +98,8 @@ func TestWorkerJoinsThroughGateway(t *testing.T) {
 // joins through that name, and the kubernetes Service leads through the
 // tunnel on the node, which dials the name as the node resolves it. Up to
 // the pod that reaches the API server through the Service and kubectl logs
-// through konnectivity; the rotations and the restore, which do not depend
-// on the exposure, are TestWorkerJoins'.
+// through konnectivity; the rotations, which do not depend on the
+// exposure, are TestWorkerJoins', and the restore TestWorkerJoinsThroughGateway's.
 func TestWorkerJoinsBehindALoadBalancerName(t *testing.T) {
 	parallel(t)
 	workerJoins(t, "lbworker", "lbjoined", loadBalancerName)
