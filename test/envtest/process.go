@@ -186,12 +186,9 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // GODEBUG=memprofilerate=4096 in the environment the process starts with,
 // the profile samples finer than Go's 512 KiB.
 func (p *Process) HeapMiB(ctx context.Context) (float64, error) {
-	code, text, err := Scrape(ctx, p.ProfilerURL+"/heap?gc=1&debug=1", "")
+	text, err := p.profile(ctx, "/heap?gc=1&debug=1")
 	if err != nil {
 		return 0, err
-	}
-	if code != http.StatusOK {
-		return 0, fmt.Errorf("heap profile: HTTP %d", code)
 	}
 	m := heapAlloc.FindStringSubmatch(text)
 	if m == nil {
@@ -206,14 +203,21 @@ var heapAlloc = regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`)
 // SaveHeapProfile writes the process's heap profile to file, for
 // go tool pprof.
 func (p *Process) SaveHeapProfile(ctx context.Context, file string) error {
-	code, profile, err := Scrape(ctx, p.ProfilerURL+"/heap", "")
+	profile, err := p.profile(ctx, "/heap")
 	if err != nil {
 		return err
 	}
-	if code != http.StatusOK {
-		return fmt.Errorf("heap profile: HTTP %d", code)
-	}
 	return os.WriteFile(file, []byte(profile), 0o600)
+}
+
+// profile reads one of the process's pprof endpoints, path under
+// ProfilerURL.
+func (p *Process) profile(ctx context.Context, path string) (string, error) {
+	code, body, err := Scrape(ctx, p.ProfilerURL+path, "")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%s: HTTP %d", path, code)
+	}
+	return body, err
 }
 
 // RSSMiB is the process's resident memory in MiB, from /proc.
