@@ -101,6 +101,44 @@ func TestMaxLearnersFlag(t *testing.T) {
 	}
 }
 
+// Members skip etcd's DNS check of a peer's certificate under the flag's
+// name in their etcd's version; a user may turn the check back on.
+func TestPeerSANCheckSkipped(t *testing.T) {
+	for name, tc := range map[string]struct {
+		version string
+		tag     *string
+		args    map[string]string
+		want    []string
+	}{
+		"etcd 3.6 of Kubernetes 1.36": {version: "v1.36.3", want: []string{"--peer-skip-client-san-verification=true"}},
+		"etcd 3.5 of Kubernetes 1.33": {version: "v1.33.4", want: []string{"--experimental-peer-skip-client-san-verification=true"}},
+		"a 3.6 image on 1.33":         {version: "v1.33.4", tag: ptr.To("v3.6.0"), want: []string{"--peer-skip-client-san-verification=true"}},
+		"a tag that is no version":    {version: "v1.36.3", tag: ptr.To("latest")},
+		"checked at the user's word": {
+			version: "v1.36.3", args: map[string]string{"peer-skip-client-san-verification": "false"},
+			want: []string{"--peer-skip-client-san-verification=false"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: tc.args}}
+			if tc.tag != nil {
+				spec.Image = &v1alpha1.ImageSpec{Tag: tc.tag}
+			}
+			in := input(t, spec)
+			in.ControlPlane.Spec.Version = tc.version
+			in, err := render.NewInput(in.ControlPlane, in.Cluster, in.Settings)
+			require.NoError(t, err)
+			var flags []string
+			for _, arg := range statefulSet(in).Spec.Template.Spec.Containers[0].Args {
+				if strings.Contains(arg, "skip-client-san-verification") {
+					flags = append(flags, arg)
+				}
+			}
+			assert.Equal(t, tc.want, flags)
+		})
+	}
+}
+
 // One member has no disruption budget: it could only ever allow the one
 // member to go.
 func TestDisruptionBudgetKeepsQuorum(t *testing.T) {

@@ -50,12 +50,43 @@ func memberURL(in render.Input, member string, port int) string {
 // the new one too, for 5 s). Learners do not vote, so they cost no quorum.
 const MaxLearners = 2
 
-// holdsLearners tells whether the etcd of the image tag (override, when
-// set, else def) takes --max-learners: 3.6 or later. A tag that is no
-// version (a digest, latest) gets etcd's default, one learner at a time.
-func holdsLearners(override, def *string) bool {
+// imageVersion is the etcd version of the image tag (override, when set,
+// else def); ok is false for a tag that is no version (a digest, latest),
+// which gets etcd's defaults.
+func imageVersion(override, def *string) (v semver.Version, ok bool) {
 	v, err := semver.ParseTolerant(ptr.Deref(cmp.Or(override, def), ""))
-	return err == nil && (v.Major > 3 || v.Major == 3 && v.Minor >= 6)
+	return v, err == nil
+}
+
+// holdsLearners tells whether etcd v takes --max-learners: 3.6 or later.
+func holdsLearners(v semver.Version) bool { return v.Major > 3 || v.Major == 3 && v.Minor >= 6 }
+
+// skipPeerSANFlag is the flag that has etcd v's peer listener trust a
+// peer's certificate without resolving its DNS names (3.6 named it
+// peer-skip-client-san-verification; 3.5 knows it with experimental- before).
+//
+// Unless told so, a member checks the certificate of every peer that
+// connects against the address it connects from: it asks the cluster's DNS
+// for the address's name and for each DNS name of the certificate (through
+// the pod's search path, about fifteen queries for ours), and closes the
+// connection unless one resolves to that address. A new member's address
+// resolves only once the peer Service's EndpointSlice lists its pod and
+// the DNS's cached answers have expired, and a query lost on a loaded node
+// costs the resolver's 5 s timeout: in a test the DNS failed a peer's check
+// while a new member asked for the cluster, which etcd asks once before it
+// exits, and the member crash-looped. The check adds nothing to what the
+// CA and the network already hold: the etcd CA is this control plane's
+// own and signs only the certificates its controller asks for (the
+// members', the API servers' and the health check's clients), a
+// certificate without DNS names or addresses (every client's) passes the
+// check anyway, and the peer port answers only the members' pods and the
+// controller's namespace (networkPolicies). kubeadm keeps the check; its
+// members have addresses fixed in their certificates, which pods do not.
+func skipPeerSANFlag(v semver.Version) string {
+	if v.Major == 3 && v.Minor < 6 {
+		return "experimental-peer-skip-client-san-verification"
+	}
+	return "peer-skip-client-san-verification"
 }
 
 func statefulSet(in render.Input) *appsv1.StatefulSet {
@@ -84,8 +115,11 @@ func statefulSet(in render.Input) *appsv1.StatefulSet {
 		contract.EtcdQuotaFlag:        strconv.FormatInt(contract.EtcdQuota(quotaVolume(in)), 10),
 	}
 	image := in.DefaultImage(contract.EtcdRepository, Tag(in.Version()))
-	if holdsLearners(ptr.Deref(spec.Image, v1alpha1.ImageSpec{}).Tag, image.Tag) {
-		defaults["max-learners"] = strconv.Itoa(MaxLearners)
+	if v, ok := imageVersion(ptr.Deref(spec.Image, v1alpha1.ImageSpec{}).Tag, image.Tag); ok {
+		defaults[skipPeerSANFlag(v)] = "true"
+		if holdsLearners(v) {
+			defaults["max-learners"] = strconv.Itoa(MaxLearners)
+		}
 	}
 	trust := trustBundle(in, defaults)
 	args := render.Flags(defaults, spec.Args)

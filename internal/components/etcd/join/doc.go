@@ -6,15 +6,19 @@
 // peer urls") or the answer's members are not those of its initial
 // cluster; its pod then crash-loops until both hold.
 //
-// Reaching a peer's port is not enough: etcd's peer listener checks the
-// client certificate of every connection against the address it comes
-// from, and when the certificate has DNS names (ours name the members by
-// wildcard and the peer Service) it resolves them and closes the
+// Reaching a peer's port is not always enough: unless it runs with
+// --peer-skip-client-san-verification (our members do from the release
+// that set it, see the etcd package's skipPeerSANFlag; members rendered
+// before keep the check until their next rollout), etcd's peer listener
+// checks the client certificate of every connection against the address
+// it comes from, and when the certificate has DNS names (ours name the
+// members by wildcard and the peer Service) it resolves them and closes the
 // connection after the handshake unless one resolves to that address. The
 // headless peer Service's name resolves to a new pod's address only once
 // its EndpointSlice lists the pod and the cluster's DNS has dropped its
 // cached answer (CoreDNS's kubernetes plugin gives 5 seconds), a few
 // seconds after the pod's network is up: the member asked within them.
+// The joining member resolves its peers' names either way.
 //
 // So the init container of etcd's pods (cmd/etcd-restore --wait-for-peers)
 // asks here what etcd will ask, from the same pod with the same peer
