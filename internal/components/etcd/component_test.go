@@ -61,42 +61,50 @@ func TestQuotaFlag(t *testing.T) {
 	}
 }
 
+// versionedFlag is a case of a flag whose default depends on etcd's
+// version: the control plane's version, the image tag set, spec.etcd.args,
+// and the flags etcd gets (none when empty).
+type versionedFlag struct {
+	version string
+	tag     *string
+	args    map[string]string
+	want    []string
+}
+
+// flagsFor renders etcd's StatefulSet for tc and returns its etcd
+// container's arguments that contain flag.
+func (tc versionedFlag) flagsFor(t *testing.T, flag string) []string {
+	t.Helper()
+	spec := v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: tc.args}}
+	if tc.tag != nil {
+		spec.Image = &v1alpha1.ImageSpec{Tag: tc.tag}
+	}
+	in := input(t, spec)
+	in.ControlPlane.Spec.Version = tc.version
+	in, err := render.NewInput(in.ControlPlane, in.Cluster, in.Settings)
+	require.NoError(t, err)
+	var flags []string
+	for _, arg := range statefulSet(in).Spec.Template.Spec.Containers[0].Args {
+		if strings.Contains(arg, flag) {
+			flags = append(flags, arg)
+		}
+	}
+	return flags
+}
+
 // etcd 3.6 and later hold MaxLearners learners at once; 3.5 knows no such
 // flag and holds one, and a tag that is no version gets etcd's default.
 func TestMaxLearnersFlag(t *testing.T) {
-	for name, tc := range map[string]struct {
-		version string
-		tag     *string
-		args    map[string]string
-		want    string
-	}{
-		"etcd 3.6 of Kubernetes 1.36": {version: "v1.36.3", want: "--max-learners=2"},
+	for name, tc := range map[string]versionedFlag{
+		"etcd 3.6 of Kubernetes 1.36": {version: "v1.36.3", want: []string{"--max-learners=2"}},
 		"etcd 3.5 of Kubernetes 1.33": {version: "v1.33.4"},
 		"a 3.5 image on 1.36":         {version: "v1.36.3", tag: ptr.To("3.5.21-0")},
-		"a 3.6 image on 1.33":         {version: "v1.33.4", tag: ptr.To("v3.6.0"), want: "--max-learners=2"},
+		"a 3.6 image on 1.33":         {version: "v1.33.4", tag: ptr.To("v3.6.0"), want: []string{"--max-learners=2"}},
 		"a tag that is no version":    {version: "v1.36.3", tag: ptr.To("latest")},
-		"set by the user":             {version: "v1.36.3", args: map[string]string{"max-learners": "1"}, want: "--max-learners=1"},
+		"set by the user":             {version: "v1.36.3", args: map[string]string{"max-learners": "1"}, want: []string{"--max-learners=1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			spec := v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: tc.args}}
-			if tc.tag != nil {
-				spec.Image = &v1alpha1.ImageSpec{Tag: tc.tag}
-			}
-			in := input(t, spec)
-			in.ControlPlane.Spec.Version = tc.version
-			in, err := render.NewInput(in.ControlPlane, in.Cluster, in.Settings)
-			require.NoError(t, err)
-			var flags []string
-			for _, arg := range statefulSet(in).Spec.Template.Spec.Containers[0].Args {
-				if strings.HasPrefix(arg, "--max-learners") {
-					flags = append(flags, arg)
-				}
-			}
-			if tc.want == "" {
-				assert.Empty(t, flags)
-				return
-			}
-			assert.Equal(t, []string{tc.want}, flags)
+			assert.Equal(t, tc.want, tc.flagsFor(t, "--max-learners"))
 		})
 	}
 }
@@ -104,12 +112,7 @@ func TestMaxLearnersFlag(t *testing.T) {
 // Members skip etcd's DNS check of a peer's certificate under the flag's
 // name in their etcd's version; a user may turn the check back on.
 func TestPeerSANCheckSkipped(t *testing.T) {
-	for name, tc := range map[string]struct {
-		version string
-		tag     *string
-		args    map[string]string
-		want    []string
-	}{
+	for name, tc := range map[string]versionedFlag{
 		"etcd 3.6 of Kubernetes 1.36": {version: "v1.36.3", want: []string{"--peer-skip-client-san-verification=true"}},
 		"etcd 3.5 of Kubernetes 1.33": {version: "v1.33.4", want: []string{"--experimental-peer-skip-client-san-verification=true"}},
 		"a 3.6 image on 1.33":         {version: "v1.33.4", tag: ptr.To("v3.6.0"), want: []string{"--peer-skip-client-san-verification=true"}},
@@ -120,21 +123,7 @@ func TestPeerSANCheckSkipped(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			spec := v1alpha1.EtcdSpec{Container: v1alpha1.Container{Args: tc.args}}
-			if tc.tag != nil {
-				spec.Image = &v1alpha1.ImageSpec{Tag: tc.tag}
-			}
-			in := input(t, spec)
-			in.ControlPlane.Spec.Version = tc.version
-			in, err := render.NewInput(in.ControlPlane, in.Cluster, in.Settings)
-			require.NoError(t, err)
-			var flags []string
-			for _, arg := range statefulSet(in).Spec.Template.Spec.Containers[0].Args {
-				if strings.Contains(arg, "skip-client-san-verification") {
-					flags = append(flags, arg)
-				}
-			}
-			assert.Equal(t, tc.want, flags)
+			assert.Equal(t, tc.want, tc.flagsFor(t, "skip-client-san-verification"))
 		})
 	}
 }
