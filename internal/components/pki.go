@@ -142,7 +142,28 @@ func (PKI) Ready(ctx context.Context, c client.Reader, in render.Input, applied 
 		return readiness.Waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue %d of %d certificates: %s",
 			len(pending), total, strings.Join(pending, ", ")), nil
 	}
+	if stale := SupersededCertificates(in); len(stale) > 0 {
+		return readiness.Waiting(v1alpha1.IssuingReason, "waiting for cert-manager to issue again the certificates signed while "+
+			"their CA's Secret held an earlier certificate of the same key: %s", strings.Join(stale, ", ")), nil
+	}
 	return readiness.Ready(fmt.Sprintf("all %d certificates issued", total)), nil
+}
+
+// SupersededCertificates are the Secrets of the certificates that hold, as
+// ca.crt, an earlier certificate of their CA's key than the CA's Secret
+// holds (render.Authority.Superseded): cert-manager sometimes issues a CA
+// twice in a moment (seen when a control plane is created under load, the
+// second time before its cache holds the Secret of the first), and a
+// certificate signed between the two keeps the first. It verifies as well
+// (the same key signed it), but once renewed its ca.crt changes, which
+// would roll the pods that read it at start at that renewal. So they are
+// issued again (the controller asks for it) before any pod mounts them.
+func SupersededCertificates(in render.Input) []string {
+	var out []string
+	for _, a := range in.Authorities() {
+		out = append(out, a.Superseded(CertificatesOf(in, a.Issuer()))...)
+	}
+	return out
 }
 
 func certificateReady(c *cmv1.Certificate) bool {

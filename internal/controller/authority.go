@@ -103,7 +103,14 @@ func (r *Reconciler) rotateAuthorities(ctx context.Context, s *scope) {
 func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityKind) {
 	st, a := k.status(s.hcp), k.of(s.in)
 	current := st.Rotation
+	// Outside a rotation too: a CA issued twice when the control plane
+	// was created leaves certificates that would roll pods at their
+	// renewal (components.SupersededCertificates).
+	reissued := r.reissueSuperseded(ctx, s, a)
 	if current == nil {
+		if reissued != nil {
+			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, v1alpha1.IssuingReason, "ReissueCertificate", "%v", reissued)
+		}
 		r.record(s.hcp, k.condition, readiness.Ready(authorityReady(k, a, st)))
 		if _, err := r.removeNextAuthority(ctx, s, a, false); err != nil {
 			r.recorder.Eventf(s.hcp, nil, corev1.EventTypeWarning, v1alpha1.ApplyFailedReason, "RotateCA",
@@ -112,8 +119,8 @@ func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityK
 		return
 	}
 	rolled := s.done[v1alpha1.CertificatesReadyCondition] && a.Issued(components.CertificatesOf(s.in, a.Issuer())) && k.trusting(s)
-	if err := r.reissueSuperseded(ctx, s, a); err != nil {
-		r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", err))
+	if reissued != nil {
+		r.record(s.hcp, k.condition, readiness.Problem(string(current.Phase), "%v; retrying", reissued))
 		return
 	}
 	observed := rotation.AuthorityObserved{Rolled: rolled, Replaced: a.Replaced()}

@@ -188,8 +188,10 @@ func requestDone(req *cmv1.CertificateRequest) bool {
 // (the Issuing condition, reason ManuallyTriggered), each certificate of
 // the CA a that its issuer signed while the CA's Secret held an earlier
 // certificate of the same key (render.Authority.Superseded): cert-manager
-// issued the CA twice in a moment, and the rotation would wait for ever
-// for a ca.crt the CA's Secret no longer holds.
+// renewed the CA or issued it twice in a moment, and a rotation would wait for ever for
+// a ca.crt the CA's Secret no longer holds; outside one, the certificates
+// keep the control plane's Certificates condition waiting
+// (components.SupersededCertificates).
 func (r *Reconciler) reissueSuperseded(ctx context.Context, s *scope, a render.Authority) error {
 	superseded := a.Superseded(components.CertificatesOf(s.in, a.Issuer()))
 	if len(superseded) == 0 {
@@ -205,7 +207,7 @@ func (r *Reconciler) reissueSuperseded(ctx context.Context, s *scope, a render.A
 			continue
 		}
 		if err := r.renew(ctx, s, cert, "issued again: signed while the CA's Secret held an earlier certificate of the same key",
-			"its ca.crt is an earlier certificate of the CA's key than Secret "+a.Issuer()+" holds (cert-manager issued the CA twice)"); err != nil {
+			"its ca.crt is an earlier certificate of the CA's key than Secret "+a.Issuer()+" holds (the CA was renewed, or issued twice)"); err != nil {
 			return err
 		}
 	}

@@ -140,8 +140,8 @@ func namespace(t testing.TB, name string) string {
 			w := failureLog(t, name)
 			defer w.Close()
 			dumpEvents(ctx, w, name)
-			dumpLogs(ctx, w, "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", 200)
-			dumpLogs(ctx, w, "capi-system", "cluster.x-k8s.io/provider=cluster-api", 100)
+			dumpLogs(ctx, w, "hosted-control-plane-system", "app.kubernetes.io/name=hosted-control-plane-controller", name, 200)
+			dumpLogs(ctx, w, "capi-system", "cluster.x-k8s.io/provider=cluster-api", name, 100)
 		}
 	})
 	return name
@@ -224,16 +224,25 @@ func dumpEvents(ctx context.Context, w io.Writer, ns string) {
 	}
 }
 
-// dumpLogs prints the last lines of the pods matching selector.
-func dumpLogs(ctx context.Context, w io.Writer, ns, selector string, lines int64) {
+// dumpLogs writes, of each pod's log, the lines that name the test's
+// namespace (what the controllers did for its clusters, however long ago
+// and whatever else they did since) and then the last lines.
+func dumpLogs(ctx context.Context, w io.Writer, ns, selector, testNamespace string, lines int64) {
 	pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		_, _ = fmt.Fprintln(w, err)
 		return
 	}
 	for _, p := range pods.Items {
-		b, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
-		_, _ = fmt.Fprintf(w, "--- logs of %s/%s (%v)\n%s\n", ns, p.Name, err, b)
+		b, err := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		all := strings.Split(strings.TrimSpace(string(b)), "\n")
+		_, _ = fmt.Fprintf(w, "--- logs of %s/%s naming %s (%v)\n", ns, p.Name, testNamespace, err)
+		for _, line := range all {
+			if strings.Contains(line, testNamespace) {
+				_, _ = fmt.Fprintln(w, line)
+			}
+		}
+		_, _ = fmt.Fprintf(w, "--- last %d lines of %s/%s\n%s\n", lines, ns, p.Name, strings.Join(all[max(0, len(all)-int(lines)):], "\n"))
 	}
 }
 

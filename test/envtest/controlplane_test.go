@@ -122,6 +122,7 @@ func TestControlPlaneComesUp(t *testing.T) {
 	t.Run("a certificate issued again keeps it Available", func(t *testing.T) { staysAvailableWhileCertificatesChange(t, hcp) })
 	t.Run("renewed certificates roll only what reads them at start", func(t *testing.T) { renewalRollsOnlyWhatReadsAtStart(t, hcp) })
 	t.Run("scale", func(t *testing.T) { scaleAPIServers(t, hcp) })
+	t.Run("the cluster CA renewed with its key kept has what it signed issued again", func(t *testing.T) { caRenewalReissuesWhatItSigned(t, hcp) })
 }
 
 // checkCertificates verifies the issued chain: each leaf verifies against

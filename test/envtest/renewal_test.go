@@ -2,6 +2,7 @@ package envtest
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -90,6 +92,56 @@ func renewalRollsOnlyWhatReadsAtStart(t *testing.T, hcp *v1alpha1.HostedControlP
 	// No Deployment controller runs here: the test rolls them out.
 	require.NoError(t, RollOutDeployment(testContext(t), env.Client, client.ObjectKey{Namespace: ns, Name: "demo-apiserver"}))
 	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}
+
+// caRenewalReissuesWhatItSigned renews the cluster CA with its key kept,
+// as cert-manager does two thirds through its lifetime, and as it does when
+// it issues a CA twice in a moment (seen when a control plane is created
+// under load): the certificates the CA signed before hold the earlier CA
+// certificate as ca.crt, which would roll the pods that read it at start
+// at each one's own renewal. The controller asks for every one to be issued
+// again at once, and the Certificates condition waits until they are.
+func caRenewalReissuesWhatItSigned(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
+	ns := hcp.Namespace
+	certs := &cmv1.CertificateList{}
+	require.NoError(t, env.Client.List(testContext(t), certs, client.InNamespace(ns)))
+	signed := map[string]string{}
+	for _, c := range certs.Items {
+		// The certificate beside the service account key, which nothing
+		// reads, waits for its own renewal.
+		if c.Spec.IssuerRef.Name == "demo-ca" && !c.Spec.IsCA && c.Name != "demo-sa" {
+			signed[c.Spec.SecretName] = parseCert(t, get(t, &corev1.Secret{}, ns, c.Spec.SecretName).Data["tls.crt"]).SerialNumber.String()
+		}
+	}
+	require.Contains(t, signed, "demo-apiserver")
+	before := get(t, &corev1.Secret{}, ns, "demo-ca").Data
+	renew(t, ns, "demo-ca")
+	after := get(t, &corev1.Secret{}, ns, "demo-ca").Data
+	require.Equal(t, before["tls.key"], after["tls.key"], "the CA renewed with its key kept")
+	require.NotEqual(t, before["ca.crt"], after["ca.crt"])
+	waitFor(t, fmt.Sprintf("the %d certificates the CA signed issued again with the renewed CA as ca.crt", len(signed)), func() error {
+		var pending []string
+		for _, name := range slices.Sorted(maps.Keys(signed)) {
+			secret := get(t, &corev1.Secret{}, ns, name)
+			if !bytes.Equal(secret.Data["ca.crt"], after["ca.crt"]) || parseCert(t, secret.Data["tls.crt"]).SerialNumber.String() == signed[name] {
+				pending = append(pending, name)
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("not yet: %v", pending)
+		}
+		return nil
+	})
+	waitCondition(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	events := &eventsv1.EventList{}
+	require.NoError(t, env.Client.List(testContext(t), events, client.InNamespace(ns)))
+	asked := 0
+	for _, e := range events.Items {
+		if e.Regarding.Name == hcp.Name && e.Action == "ReissueCertificate" && strings.Contains(e.Note, "an earlier certificate of the CA's key") {
+			asked++
+		}
+	}
+	assert.Positive(t, asked, "the controller told that it asked for them")
 }
 
 // renew asks cert-manager to issue certificates again now, as `cmctl

@@ -32,19 +32,23 @@ func newKeyPair(tmpl *x509.Certificate, parent *KeyPair) (*KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
+	tmpl.NotBefore = time.Now().Add(-time.Minute)
+	tmpl.NotAfter = time.Now().Add(certValidity)
+	if parent == nil {
+		return sign(tmpl, &KeyPair{Cert: tmpl, Key: key}, key)
+	}
+	return sign(tmpl, parent, key)
+}
+
+// sign is the certificate of key that tmpl describes, with a new serial
+// number, signed by parent.
+func sign(tmpl *x509.Certificate, parent *KeyPair, key crypto.Signer) (*KeyPair, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	if err != nil {
 		return nil, err
 	}
 	tmpl.SerialNumber = serial
-	tmpl.NotBefore = time.Now().Add(-time.Minute)
-	tmpl.NotAfter = time.Now().Add(certValidity)
-	var signer crypto.Signer = key
-	signerCert := tmpl
-	if parent != nil {
-		signer, signerCert = parent.Key, parent.Cert
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signerCert, &key.PublicKey, signer)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent.Cert, key.Public(), parent.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +67,13 @@ func NewCA(name string) (*KeyPair, error) {
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 	}, nil)
+}
+
+// Renewed is another certificate of the self-signed CA, of the same
+// subject and key, as cert-manager renews a CA whose key it keeps.
+func (ca *KeyPair) Renewed() (*KeyPair, error) {
+	tmpl := *ca.Cert
+	return sign(&tmpl, ca, ca.Key)
 }
 
 // Issue signs a leaf for a client (user name and groups) or, with hosts

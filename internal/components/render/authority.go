@@ -280,10 +280,12 @@ func (a Authority) IssuingFromNew() bool { return a.phase() == v1alpha1.IssuingF
 // CA) that Issuer signed while its Secret held an earlier certificate of
 // the same subject and key: cert-manager can issue a CA twice in a moment
 // (seen in DroppingOldCA, after the new key was written into the CA's
-// Secret), and a certificate the CA issuer signed between the two keeps
-// the first as its ca.crt, which the CA's Secret no longer holds. Issued
-// never turns true for it, and nothing in cert-manager issues it again, so
-// the controller asks for that.
+// Secret, and when a control plane is created under load), and renews it
+// with its key kept, and a certificate the CA issuer signed before keeps
+// the earlier one as its ca.crt, which the CA's Secret no longer holds.
+// Issued never turns true for it, and nothing in cert-manager issues it
+// again before its own renewal, which would roll the pods that read its
+// ca.crt at start then; so the controller asks for that at once.
 func (a Authority) Superseded(secrets []string) []string {
 	anchor := a.caCerts[a.Issuer()]
 	want, ok := anchorIdentity(anchor)
