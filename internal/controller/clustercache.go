@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -65,14 +66,23 @@ func SetupClusterCache(ctx context.Context, mgr ctrl.Manager, secrets client.Rea
 		return nil, err
 	}
 	w.ClusterCache = clusters
+	w.own = newWorkloadCaches(ctx, clusters, mgr.GetScheme())
 	w.ready.Store(true)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		w.own.sweepEvery(ctx, time.Minute)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
 // WorkloadCache is Cluster API's ClusterCache as SetupClusterCache sets it
-// up.
+// up, with the controller's own caches of the workload clusters (see
+// workloadCaches) behind GetClient and Watch.
 type WorkloadCache struct {
 	clustercache.ClusterCache
+	own *workloadCaches
 	// ready tells the queue, which may be built before SetupClusterCache
 	// returns, that ClusterCache is set.
 	ready atomic.Bool
@@ -80,6 +90,22 @@ type WorkloadCache struct {
 	queue atomic.Pointer[probeQueue]
 	// asked holds, per cluster, when ProbeSoon last asked for a probe.
 	asked sync.Map
+}
+
+// GetClient is a client of cluster whose reads come from the controller's
+// cache of its connection.
+func (w *WorkloadCache) GetClient(ctx context.Context, cluster client.ObjectKey) (client.Client, error) {
+	c, err := w.own.of(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return c.client, nil
+}
+
+// Watch adds watcher to the controller's cache of cluster's connection,
+// once per connection.
+func (w *WorkloadCache) Watch(ctx context.Context, cluster client.ObjectKey, watcher clustercache.Watcher) error {
+	return w.own.watch(ctx, cluster, watcher)
 }
 
 // ProbeSoon has the ClusterCache probe the connection to cluster now, or,
@@ -101,7 +127,7 @@ func (w *WorkloadCache) health(cluster client.ObjectKey) (clustercache.HealthChe
 		return clustercache.HealthCheckingState{}, false
 	}
 	ctx := context.Background()
-	if _, err := w.GetClient(ctx, cluster); err != nil {
+	if _, err := w.GetRESTConfig(ctx, cluster); err != nil {
 		return clustercache.HealthCheckingState{}, false
 	}
 	return w.GetHealthCheckingState(ctx, cluster), true

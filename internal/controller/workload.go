@@ -10,17 +10,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/apply"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/components"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/telemetry"
 )
@@ -39,8 +36,9 @@ type WorkloadClusters interface {
 	ProbeSoon(cluster client.ObjectKey)
 }
 
-// workloadKinds are the kinds the controller keeps in workload clusters; the
-// ClusterCache caches and watches only those of them that carry our label.
+// workloadKinds are the kinds the controller keeps in workload clusters; its
+// caches of them hold and watch only those that carry our label
+// (workloadCacheOptions).
 func workloadKinds() []client.Object {
 	return []client.Object{
 		&corev1.ConfigMap{}, &corev1.Service{}, &corev1.ServiceAccount{}, &discoveryv1.EndpointSlice{},
@@ -52,18 +50,12 @@ func workloadKinds() []client.Object {
 
 // ClusterCacheOptions configure the ClusterCache for this controller:
 // kubeconfig Secrets are read through secrets (the manager's label-scoped
-// client), and the per-cluster caches hold only the objects we keep there,
-// without their managedFields (as the manager's, CacheOptions).
+// client). Its caches hold nothing: the controller reads the workload
+// clusters through caches of its own (workloadCaches).
 func ClusterCacheOptions(secrets client.Reader, shard Shard) clustercache.Options {
-	ours := cache.ByObject{Label: labels.SelectorFromSet(components.WorkloadLabels())}
-	byObject := map[client.Object]cache.ByObject{}
-	for _, obj := range workloadKinds() {
-		byObject[obj] = ours
-	}
 	return clustercache.Options{
 		SecretClient:     secrets,
 		WatchFilterValue: shard.WatchFilter,
-		Cache:            clustercache.CacheOptions{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Client:           clustercache.ClientOptions{UserAgent: contract.ManagedBy},
 	}
 }

@@ -190,10 +190,11 @@ const DefaultMustRollInterval = 10 * time.Minute
 const maxMustRollInterval = 7 * 24 * time.Hour
 
 // DefaultWorkloadHealthProbeInterval probes a healthy workload connection
-// every five minutes instead of Cluster API's ten seconds: the controller's
+// every ten minutes instead of Cluster API's ten seconds: the controller's
 // own probe of each API server (every two minutes) already notices one
-// that stops answering, and the connection's watches retry on their own.
-const DefaultWorkloadHealthProbeInterval = 5 * time.Minute
+// that stops answering, a pass whose request fails asks for a probe at
+// once, and the caches' watches retry on their own.
+const DefaultWorkloadHealthProbeInterval = 10 * time.Minute
 
 // The bounds of WORKLOAD_HEALTH_PROBE_INTERVAL: Cluster API's own interval,
 // and an hour, beyond which a dead connection would stay unnoticed too long.

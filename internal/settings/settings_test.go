@@ -244,13 +244,13 @@ func TestMustRollInterval(t *testing.T) {
 	}
 }
 
-// WORKLOAD_HEALTH_PROBE_INTERVAL is five minutes unless set, within 10s to
+// WORKLOAD_HEALTH_PROBE_INTERVAL is ten minutes unless set, within 10s to
 // an hour; a bad value names the variable.
 func TestWorkloadHealthProbeInterval(t *testing.T) {
 	quiet := []string{"--enable-webhooks=false", "--leader-election=false"}
 	c, err := outsidePod(t, quiet, env(nil))
 	require.NoError(t, err)
-	assert.Equal(t, 5*time.Minute, c.WorkloadHealthProbeInterval)
+	assert.Equal(t, 10*time.Minute, c.WorkloadHealthProbeInterval)
 	c, err = outsidePod(t, quiet, env(map[string]string{"WORKLOAD_HEALTH_PROBE_INTERVAL": "10s"}))
 	require.NoError(t, err)
 	assert.Equal(t, 10*time.Second, c.WorkloadHealthProbeInterval)
