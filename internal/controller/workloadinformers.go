@@ -47,7 +47,7 @@ const workloadReadTimeout = 10 * time.Second
 
 // watchTimeout is the timeout a watch of a workload cache asks for.
 func watchTimeout() int64 {
-	return int64((watchTimeoutMin + rand.N(watchTimeoutMin)).Seconds())
+	return int64((watchTimeoutMin + rand.N(watchTimeoutMin)).Seconds()) //nolint:gosec // spreads the watches over time; nothing secret
 }
 
 // longWatches is an informer whose watches ask for watchTimeout.
