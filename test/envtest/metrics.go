@@ -40,10 +40,12 @@ func (e *Env) MetricsToken(ctx context.Context) (string, error) {
 	return e.Token(ctx, MetricsReaderNamespace, MetricsReader)
 }
 
-// Token is a token of a ServiceAccount from the TokenRequest API.
+// Token is a token of a ServiceAccount from the TokenRequest API, valid
+// for six hours: longer than the longest benchmark window
+// (BENCH_IDLE_WINDOW), whose last scrape uses the token of its first.
 func (e *Env) Token(ctx context.Context, ns, name string) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](6 * 3600)}}
 	if err := e.Client.SubResource("token").Create(ctx, sa, req); err != nil {
 		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", ns, name, err)
 	}
