@@ -103,9 +103,9 @@ func (r *Reconciler) rotateAuthorities(ctx context.Context, s *scope) {
 func (r *Reconciler) rotateAuthority(ctx context.Context, s *scope, k authorityKind) {
 	st, a := k.status(s.hcp), k.of(s.in)
 	current := st.Rotation
-	// Outside a rotation too: a CA issued twice when the control plane
-	// was created leaves certificates that would roll pods at their
-	// renewal (components.SupersededCertificates).
+	// Outside a rotation too: a CA renewed with its key kept, or issued
+	// twice when the control plane was created, leaves certificates that
+	// would roll pods at their renewal (components.SupersededCertificates).
 	reissued := r.reissueSuperseded(ctx, s, a)
 	if current == nil {
 		if reissued != nil {
