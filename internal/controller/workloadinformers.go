@@ -113,23 +113,23 @@ func newWorkloadCaches(ctx context.Context, clusters clustercache.ClusterCache, 
 // the connection is new; an error when the ClusterCache has no connection.
 func (w *workloadCaches) of(ctx context.Context, cluster client.ObjectKey) (*workloadCache, error) {
 	config, err := w.clusters.GetRESTConfig(ctx, cluster)
-	var live client.Client
-	if err == nil {
-		live, err = w.clusters.GetUncachedClient(ctx, cluster)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	current := w.byCluster[cluster]
-	if current != nil && (err != nil || current.config != config) {
+	if current != nil && err == nil && current.config == config {
+		return current, nil
+	}
+	if current != nil {
 		current.stop()
 		delete(w.byCluster, cluster)
-		current = nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if current != nil {
-		return current, nil
+	// The connection's REST mapper, which its uncached client uses too.
+	live, err := w.clusters.GetUncachedClient(ctx, cluster)
+	if err != nil {
+		return nil, err
 	}
 	made, err := w.make(config, live.RESTMapper())
 	if err != nil {
