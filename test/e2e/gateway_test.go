@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,8 +233,10 @@ spec:
         from: Selector
         selector: {matchLabels: {gateway.hcp.test/edge: allowed}}
 `, gatewayName, cluster.GatewayDomain))
-		c := waitCondition(t, key, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RouteNotAcceptedReason)
-		assert.Contains(t, c.Message, string(gatewayv1.RouteReasonNotAllowedByListeners), "the Gateway's own reason")
+		// Until Traefik has looked at the route again, its status still
+		// holds the verdict on the previous listener (NoMatchingListenerHostname).
+		waitConditionSaying(t, key, v1alpha1.ExposureReadyCondition, metav1.ConditionFalse, v1alpha1.RouteNotAcceptedReason,
+			string(gatewayv1.RouteReasonNotAllowedByListeners))
 		assertWarning(t, key, v1alpha1.RouteNotAcceptedReason)
 	})
 
@@ -276,14 +279,23 @@ func waitAvailable(t *testing.T, key client.ObjectKey, timeout time.Duration) er
 // has the condition with status and reason, and returns it.
 func waitCondition(t *testing.T, key client.ObjectKey, condition string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
+	return waitConditionSaying(t, key, condition, status, reason, "")
+}
+
+// waitConditionSaying is waitCondition for a condition whose message also
+// contains saying: what the controller reports from another controller's
+// status (a Gateway's verdict on a route) may first be that status from
+// before the change the test made.
+func waitConditionSaying(t *testing.T, key client.ObjectKey, condition string, status metav1.ConditionStatus, reason, saying string) metav1.Condition {
+	t.Helper()
 	var got metav1.Condition
-	eventually(t, 3*time.Minute, fmt.Sprintf("%s of %s is %s with reason %s", condition, key, status, reason), func() error {
+	eventually(t, 3*time.Minute, fmt.Sprintf("%s of %s is %s with reason %s saying %q", condition, key, status, reason, saying), func() error {
 		hcp := &v1alpha1.HostedControlPlane{}
 		if err := k8s.Get(testContext(t), key, hcp); err != nil {
 			return err
 		}
 		c := apimeta.FindStatusCondition(hcp.Status.Conditions, condition)
-		if c == nil || c.Status != status || c.Reason != reason {
+		if c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, saying) {
 			return fmt.Errorf("%+v", c)
 		}
 		got = *c
