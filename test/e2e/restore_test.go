@@ -112,7 +112,15 @@ func restoreEtcdInPlace(t *testing.T, key client.ObjectKey, snapshot string) {
 		}
 		return nil
 	})
-	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 5*time.Minute))
+	// The Cluster's RemoteConnectionProbe (Cluster API's own probe) can stay
+	// False until the Cluster controller's next pass, up to its sync period
+	// of 10 minutes: its ClusterCache sends no event when a probe succeeds
+	// again after the grace period (50 s) ran out without five failures in a
+	// row (which would have dropped the connection and sent one when it is
+	// made again), and an API server outage of about a minute, the restore's,
+	// can end in that window (Cluster API v1.14.2, clustercache's
+	// shouldSendEvent).
+	require.NoError(t, local.WaitAvailable(ctx, k8s, key, 12*time.Minute))
 	t.Logf("restored in place from %s and Available %s after asking", snapshot, time.Since(start).Round(time.Second))
 	assert.Equal(t, snapshot, hcp.Status.Etcd.RestoredFrom.Key)
 	assert.NotContains(t, hcp.Annotations, v1alpha1.RestoreEtcdAnnotation, "the request was taken")
