@@ -73,7 +73,8 @@ type Shard struct {
 // Cached objects keep no managedFields, which nothing here reads (objects
 // are compared with what is rendered, field by field; the API server keeps
 // them when an update leaves them out) and which are a large part of each
-// (the status writers' entries of every pod and workload).
+// (the status writers' entries of every pod and workload). Its watches are
+// long (longWatches).
 func CacheOptions(shard Shard) cache.Options {
 	all := cache.ByObject{Label: labels.Everything()}
 	if shard.WatchFilter != "" {
@@ -83,6 +84,7 @@ func CacheOptions(shard Shard) cache.Options {
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{contract.ManagedByLabel: contract.ManagedBy}),
 		ByObject:             map[client.Object]cache.ByObject{&v1alpha1.HostedControlPlane{}: all, &clusterv1.Cluster{}: all},
 		DefaultTransform:     cache.TransformStripManagedFields(),
+		NewInformer:          longWatches,
 	}
 	if len(shard.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -137,7 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// planes served through it at once, not at their next pass.
 	gateways, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: cache.TransformStripManagedFields(), NewInformer: longWatches,
 	})
 	if err != nil {
 		return fmt.Errorf("cache for Gateways: %w", err)

@@ -2,17 +2,13 @@ package controller
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,41 +23,14 @@ import (
 // watches end after 5 to 10 minutes (client-go's default) and cannot be
 // asked for longer (its cache's HTTP client times out after 11 minutes and
 // it takes no informer options), so an idle control plane cost a watch
-// request per kind every few minutes. Here each watch asks the API server
-// for 30 to 60 minutes (watchTimeout), which is what kube-apiserver gives a
-// watch that asks for nothing (--min-request-timeout, 1800 s, to twice
-// that). A watch that breaks before is made again at once, as before, and
-// client-go's HTTP/2 health check closes a connection that stops
-// answering within a minute, so a long watch notices a dead connection as
-// soon as a short one did.
-
-// Watch requests of the workload caches last watchTimeoutMin to twice
-// that, spread so that a fleet's watches do not all end at once.
-const watchTimeoutMin = 30 * time.Minute
+// request per kind every few minutes. The caches here ask for long watches
+// (longWatches), as the manager's do.
 
 // workloadReadTimeout bounds a read through a workload cache, which may
 // wait for an informer to sync (its first read of a kind), as the
 // ClusterCache's client does: a pass never waits on a workload cluster
 // that does not answer for longer.
 const workloadReadTimeout = 10 * time.Second
-
-// watchTimeout is the timeout a watch of a workload cache asks for.
-func watchTimeout() int64 {
-	return int64((watchTimeoutMin + rand.N(watchTimeoutMin)).Seconds()) //nolint:gosec // spreads the watches over time; nothing secret
-}
-
-// longWatches is an informer whose watches ask for watchTimeout.
-func longWatches(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	inner := toolscache.ToListerWatcherWithContext(lw)
-	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
-		ListWithContextFunc: inner.ListWithContext,
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			timeout := watchTimeout()
-			opts.TimeoutSeconds = &timeout
-			return inner.WatchWithContext(ctx, opts)
-		},
-	}, obj, resync, indexers)
-}
 
 // workloadCacheOptions are those of a workload cache: only the objects of
 // workloadKinds that carry our label (and any kind read without one, such
