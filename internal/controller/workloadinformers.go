@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -133,6 +134,16 @@ func (w *workloadCaches) make(config *rest.Config, mapper meta.RESTMapper) (*wor
 	}
 	ctx, stop := context.WithCancel(w.ctx)
 	go func() { _ = c.Start(ctx) }()
+	// A read before the cache has started fails (ErrCacheNotStarted), as a
+	// pass right after the connection was made would, on a busy machine.
+	// Starting asks nothing of the workload cluster (the informers start at
+	// their first read), so this waits for a goroutine, not the network.
+	starting, cancel := context.WithTimeout(ctx, workloadReadTimeout)
+	defer cancel()
+	if !c.WaitForCacheSync(starting) {
+		stop()
+		return nil, errors.New("the controller's cache of the workload cluster did not start")
+	}
 	return &workloadCache{config: config, cache: c, client: boundedReads{Client: cl}, stop: stop, watches: map[string]bool{}}, nil
 }
 
