@@ -263,6 +263,9 @@ type optionalWatches struct {
 	// lookedAt is when the kinds not watched were last looked for; zero
 	// once a CRD of one of their groups changed.
 	lookedAt time.Time
+	// lookEvery is how long after lookedAt passes look again (see
+	// lookAgainAfter); zero until the first look.
+	lookEvery time.Duration
 }
 
 // ciliumNetworkPolicy is an empty CiliumNetworkPolicy, the controller
@@ -309,19 +312,28 @@ func (w *optionalWatches) indexed(field string) bool {
 	return false
 }
 
-// lookAgainAfter is how often passes look again for the kinds not watched
+// lookAgainAfter is how soon passes look again for the kinds not watched
 // yet, whatever the CRD events said: the controller's REST mapper may not
 // know a kind yet when the event of its CRD arrives (seen when the CRD was
 // installed right after the controller started: the mapper's first
 // discovery had no group of it, and the look the event caused found no kind
-// either), and nothing would look again.
-const lookAgainAfter = 30 * time.Second
+// either), and nothing would look again. Each look that leaves a kind
+// unwatched doubles the wait, up to lookAgainAtMost, and a CRD of their
+// groups brings it back to lookAgainAfter: a management cluster without
+// Cilium is asked for its kind (a discovery request answered 404) a few
+// times after the start and then every quarter of an hour, where it was
+// asked at every pass at least 30 s after the last.
+const (
+	lookAgainAfter  = 30 * time.Second
+	lookAgainAtMost = 15 * time.Minute
+)
 
 // ensure adds the watches whose CRDs have appeared, looking for them (a
 // discovery request for each kind not watched) on the first pass, after a
-// CRD of one of their groups changed (see crdChanged), and then at most
-// every lookAgainAfter while one is not watched, never on every pass. A
-// watch it starts passes over every control plane (wakeAll).
+// CRD of one of their groups changed (see crdChanged), and then, while one
+// is not watched, after waits from lookAgainAfter to lookAgainAtMost, never
+// on every pass. A watch it starts passes over every control plane
+// (wakeAll).
 func (w *optionalWatches) ensure(ctx context.Context) {
 	if w == nil {
 		return // not set up with a manager: nothing watches
@@ -335,8 +347,13 @@ func (w *optionalWatches) ensure(ctx context.Context) {
 
 // ensureLocked is ensure with w.mu held.
 func (w *optionalWatches) ensureLocked(ctx context.Context) bool {
-	if !w.lookedAt.IsZero() && time.Since(w.lookedAt) < lookAgainAfter {
+	if !w.lookedAt.IsZero() && time.Since(w.lookedAt) < w.lookEvery {
 		return false
+	}
+	if w.lookedAt.IsZero() {
+		w.lookEvery = lookAgainAfter
+	} else {
+		w.lookEvery = min(2*w.lookEvery, lookAgainAtMost)
 	}
 	w.lookedAt = time.Now()
 	started := false

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"testing"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/stretchr/testify/assert"
@@ -77,4 +78,49 @@ func TestCRDsOfOptionalGroups(t *testing.T) {
 	assert.True(t, w.ofOptionalGroup("gateways.gateway.networking.k8s.io"))
 	assert.False(t, w.ofOptionalGroup("clusters.cluster.x-k8s.io"))
 	assert.False(t, w.ofOptionalGroup("notcilium.io"))
+}
+
+// lookCounter is a client that counts the controller's looks for a kind.
+type lookCounter struct {
+	client.Client
+	looks int
+}
+
+func (c *lookCounter) IsObjectNamespaced(obj runtime.Object) (bool, error) {
+	c.looks++
+	return c.Client.IsObjectNamespaced(obj)
+}
+
+// While an optional kind's CRD is missing, the passes look for it again
+// after ever longer waits, up to a quarter of an hour, and a CRD of its
+// group has them look at once and soon again.
+func TestMissingKindsLookedForLessOften(t *testing.T) {
+	counter := &lookCounter{Client: fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()}
+	w := &optionalWatches{client: counter, kinds: []optionalKind{{obj: ciliumNetworkPolicy()}}}
+	ctx := context.Background()
+	look := func(ago time.Duration) int {
+		before := counter.looks
+		if !w.lookedAt.IsZero() {
+			w.lookedAt = time.Now().Add(-ago)
+		}
+		assert.False(t, w.ensureLocked(ctx), "no watch starts")
+		return counter.looks - before
+	}
+	assert.Equal(t, 1, look(0), "the first pass looks")
+	assert.Equal(t, 0, look(20*time.Second), "not again within 30 s")
+	var waits []time.Duration
+	for range 8 {
+		wait := w.lookEvery
+		assert.Equal(t, 0, look(wait-time.Second), "not again within %s", wait)
+		assert.Equal(t, 1, look(wait), "again after %s", wait)
+		waits = append(waits, wait)
+	}
+	assert.Equal(t, []time.Duration{
+		30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		15 * time.Minute, 15 * time.Minute, 15 * time.Minute,
+	}, waits)
+	// A CRD of Cilium's group (crdChanged) clears when they last looked.
+	w.lookedAt = time.Time{}
+	assert.Equal(t, 1, look(0), "a CRD of its group: at once")
+	assert.Equal(t, 1, look(30*time.Second), "and again 30 s later")
 }
