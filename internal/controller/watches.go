@@ -15,10 +15,10 @@ import (
 // workload cluster's) makes its informers with longWatches: each watch asks
 // the API server for 30 to 60 minutes (watchTimeout), which is what
 // kube-apiserver gives a watch that asks for nothing (--min-request-timeout,
-// 1800 s, to twice that), where client-go's informers ask for 5 to 10. An
-// idle controller's requests are mostly these renewals: about two a minute
-// on the management cluster and one per kind every few minutes in each
-// workload cluster before. A watch that breaks before is made again at once,
+// 1800 s, to twice that), where client-go's informers ask for 5 to 10, whose
+// renewals were most of an idle controller's requests: about two a minute
+// on the management cluster, and one per kind every few minutes in each
+// workload cluster. A watch that breaks earlier is made again at once,
 // as before, and client-go's HTTP/2 health check closes a connection that
 // stops answering within a minute, so a long watch notices a dead
 // connection as soon as a short one did. The HTTP clients of these caches
