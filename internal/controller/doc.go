@@ -10,10 +10,10 @@
 // share a condition forming one phase, and a phase that is not done stops
 // the pass, so an upgrade moves etcd, then the API servers, then the
 // controllers, never two at once (only on the first start do the API
-// servers start beside etcd, see startsTogether); on the workload side,
-// once the API server answers and through Cluster API's ClusterCache, each
-// phase stands alone and never makes the control plane unavailable. There
-// too, once every API
+// servers start beside etcd, and the controllers once one API server is
+// ready, see startsTogether); on the workload side, once the API server
+// answers and through Cluster API's ClusterCache, each phase stands alone
+// and never makes the control plane unavailable. There too, once every API
 // server encrypts with the key observation found or generated
 // (encryption.go), the Secrets stored before it are rewritten a page a
 // pass (EncryptionReady). The status, conditions

@@ -107,26 +107,58 @@ func (r *Reconciler) run(ctx context.Context, s *scope, on side, phases []phase)
 }
 
 // startsTogether tells whether, on the management side, the phases after
-// one that is not done are kept all the same: on a control plane's first
-// start (it has never answered, and its API servers' Deployment does not
-// exist yet), etcd's phase lets the API servers create their Deployment
-// while etcd's pods start, so that the API servers' pods are scheduled and
-// started by the time etcd answers, and they connect then, as after a
-// restart. Once the Deployment exists the order holds again: it changes
-// only once etcd is ready, as in an upgrade. The controllers still wait for
-// the API servers: the controller manager exits when it cannot read the
-// authentication ConfigMap at start, and would then wait out a crash loop's
-// backoff. It holds only while etcd merely waits: a bad situation still ends
-// the pass, and so does every phase before etcd (certificates, kubeconfigs,
+// one that is not done are kept all the same. It holds on a control plane's
+// first start only (it has never answered), so that each component's pods
+// are scheduled and started by the time what they connect to answers:
+//   - etcd's phase lets the API servers create their Deployment while etcd's
+//     pods start, as long as that Deployment does not exist yet; they connect
+//     once etcd answers, as after a restart. Once it exists the order holds
+//     again: it changes only once etcd is ready, as in an upgrade.
+//   - the API servers' phase lets the controllers start once one API server
+//     of the control plane's version is ready and none of another version
+//     runs, rather than once every API server is: they reach the API servers
+//     through their Service, which routes to ready ones only. The controllers
+//     never start before that: the controller manager exits when it cannot
+//     read the authentication ConfigMap at start, and would then wait out a
+//     crash loop's backoff.
+//
+// It holds only while a phase merely waits: a bad situation still ends the
+// pass, and so does every phase before etcd (certificates, kubeconfigs,
 // exposure), which the API servers mount. A restore never starts together:
 // the API servers must not run before the restored data.
 func startsTogether(s *scope, condition string, out readiness.Outcome) bool {
-	if out.Warn || condition != v1alpha1.EtcdReadyCondition || s.facts == nil || s.facts.apiServer != nil {
+	if out.Warn || s.facts == nil {
 		return false
 	}
 	hcp := s.hcp
-	return !ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) &&
-		hcp.Spec.Etcd.Restore == nil && hcp.Status.Etcd.Restoring == nil
+	if ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) ||
+		hcp.Spec.Etcd.Restore != nil || hcp.Status.Etcd.Restoring != nil {
+		return false
+	}
+	switch condition {
+	case v1alpha1.EtcdReadyCondition:
+		return s.facts.apiServer == nil
+	case v1alpha1.APIServerReadyCondition:
+		return s.facts.apiServerPods != nil && oneReadyOf(s.facts.apiServerPods.Items, hcp.Spec.Version)
+	}
+	return false
+}
+
+// oneReadyOf tells whether at least one of pods is ready and every one that
+// is not going away runs version.
+func oneReadyOf(pods []corev1.Pod, version string) bool {
+	ready := false
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Labels[contract.VersionLabel] != version {
+			return false
+		}
+		ready = ready || podReady(p)
+	}
+	return ready
 }
 
 // tracePhase runs a phase in a span of its own, "phase <condition>", which

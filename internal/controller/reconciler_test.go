@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +28,7 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
+	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // A bad situation is told once when it begins and again only when it
@@ -258,8 +261,9 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 }
 
 // On a control plane's first start the API servers' Deployment is created
-// while etcd's pods start, the controllers still wait for the API servers,
-// and the first phase not done holds Available; once that Deployment
+// while etcd's pods start, the controllers wait for one API server of the
+// control plane's version to be ready, and the first phase not done holds
+// Available; once that Deployment
 // exists, once the control plane has answered, while a restore runs, or
 // when etcd is in a bad situation, a phase not done stops the pass again.
 func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
@@ -307,6 +311,46 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	restoring.Spec.Etcd.Restore = &v1alpha1.EtcdRestore{Snapshot: "latest"}
 	pass(restoring, starting)
 	assert.False(t, apiServers.rendered, "the API servers wait for the restored etcd")
+
+	// Once etcd is ready, the controllers start with the first API server
+	// of the control plane's version that is ready.
+	apiServerPod := func(version string, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.VersionLabel: version}}}
+		p.Status.Phase = corev1.PodRunning
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
+	}
+	passWithPods := func(hcp *v1alpha1.HostedControlPlane, pods ...corev1.Pod) *scope {
+		members.out = readiness.Ready("3 etcd members ready")
+		apiServers.rendered, controllers.rendered = false, false
+		s := &scope{hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{},
+			facts: &facts{apiServer: &appsv1.Deployment{}, apiServerPods: &corev1.PodList{Items: pods}}}
+		r.run(t.Context(), s, on, phases)
+		return s
+	}
+	first := &v1alpha1.HostedControlPlane{}
+	first.Spec.Version = "v1.36.3"
+	s = passWithPods(first, apiServerPod("v1.36.3", false), apiServerPod("v1.36.3", false))
+	assert.True(t, apiServers.rendered)
+	assert.False(t, controllers.rendered, "no API server is ready yet")
+	s = passWithPods(first, apiServerPod("v1.36.3", true), apiServerPod("v1.36.3", false))
+	assert.True(t, controllers.rendered, "the controllers start with the first API server ready")
+	assert.Equal(t, v1alpha1.APIServerReadyCondition, s.blocked.condition, "the API servers still hold Available")
+	passWithPods(first, apiServerPod("v1.36.2", true), apiServerPod("v1.36.3", false))
+	assert.False(t, controllers.rendered, "not beside an API server of another version")
+	deleted := apiServerPod("v1.36.2", false)
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	passWithPods(first, deleted, apiServerPod("v1.36.3", true))
+	assert.True(t, controllers.rendered, "a pod going away does not count")
+
+	answered = answered.DeepCopy()
+	answered.Spec.Version = "v1.36.3"
+	passWithPods(answered, apiServerPod("v1.36.3", true), apiServerPod("v1.36.3", false))
+	assert.False(t, controllers.rendered, "after the first answer the controllers wait for every API server")
 }
 
 // On the workload side each phase stands alone: one that fails is told, and
