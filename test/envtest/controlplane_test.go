@@ -67,8 +67,9 @@ func TestControlPlaneComesUp(t *testing.T) {
 	kubeconfig := checkKubeconfig(t, ns, port)
 
 	// Rollout order on a first start: the API servers' Deployment is
-	// created beside etcd's StatefulSet, and the controllers wait for the
-	// API servers (TestUpgradeRollsInOrder: an upgrade waits for etcd).
+	// created beside etcd's StatefulSet, and the controllers wait for an
+	// API server to be ready, not for every one (TestUpgradeRollsInOrder:
+	// an upgrade waits for etcd, then for every API server).
 	etcd := get(t, &appsv1.StatefulSet{}, ns, "demo-etcd")
 	assert.Contains(t, etcd.Spec.Template.Spec.Containers[0].Args, "--quota-backend-bytes=738197504",
 		"the default 2Gi volume gives etcd a quota of 704Mi")
@@ -81,6 +82,11 @@ func TestControlPlaneComesUp(t *testing.T) {
 	waitCondition(t, hcp, v1alpha1.EtcdReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	checkAPIServerPDB(t, ns)
 	absent(t, &appsv1.Deployment{}, ns, "demo-controller-manager")
+	runningPod(t, hcp, "demo-apiserver-a", "v1.36.3")
+	get(t, &appsv1.Deployment{}, ns, "demo-controller-manager")
+	get(t, &appsv1.Deployment{}, ns, "demo-scheduler")
+	assert.Equal(t, metav1.ConditionFalse, conditions.Get(get(t, hcp, hcp.Namespace, hcp.Name), v1alpha1.APIServerReadyCondition).Status,
+		"the controllers start before every API server is ready")
 	rollOutDeployment(t, ns, "demo-apiserver")
 	waitCondition(t, hcp, v1alpha1.APIServerReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	rollOutDeployment(t, ns, "demo-controller-manager")
@@ -104,7 +110,6 @@ func TestControlPlaneComesUp(t *testing.T) {
 	assert.Equal(t, ptr.To(true), hcp.Status.ExternalManagedControlPlane)
 	useWorkloadCluster(t, kubeconfig)
 
-	runningPod(t, hcp, "demo-apiserver-a", "v1.36.3")
 	runningPod(t, hcp, "demo-apiserver-b", "v1.36.3")
 	waitFor(t, "status.versions", func() error {
 		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
