@@ -327,14 +327,16 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	passWithPods := func(hcp *v1alpha1.HostedControlPlane, pods ...corev1.Pod) *scope {
 		members.out = readiness.Ready("3 etcd members ready")
 		apiServers.rendered, controllers.rendered = false, false
-		s := &scope{hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{},
-			facts: &facts{apiServer: &appsv1.Deployment{}, apiServerPods: &corev1.PodList{Items: pods}}}
+		s := &scope{
+			hcp: hcp, held: map[string]readiness.Outcome{}, done: map[string]bool{},
+			facts: &facts{apiServer: &appsv1.Deployment{}, apiServerPods: &corev1.PodList{Items: pods}},
+		}
 		r.run(t.Context(), s, on, phases)
 		return s
 	}
 	first := &v1alpha1.HostedControlPlane{}
 	first.Spec.Version = "v1.36.3"
-	s = passWithPods(first, apiServerPod("v1.36.3", false), apiServerPod("v1.36.3", false))
+	passWithPods(first, apiServerPod("v1.36.3", false), apiServerPod("v1.36.3", false))
 	assert.True(t, apiServers.rendered)
 	assert.False(t, controllers.rendered, "no API server is ready yet")
 	s = passWithPods(first, apiServerPod("v1.36.3", true), apiServerPod("v1.36.3", false))
