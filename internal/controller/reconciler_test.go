@@ -28,7 +28,6 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/etcd"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/readiness"
 	"github.com/hostedcp/cluster-api-provider-hosted/internal/components/render"
-	"github.com/hostedcp/cluster-api-provider-hosted/internal/contract"
 )
 
 // A bad situation is told once when it begins and again only when it
@@ -314,16 +313,6 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 
 	// Once etcd is ready, the controllers start with the first API server
 	// of the control plane's version that is ready.
-	apiServerPod := func(version string, ready bool) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.VersionLabel: version}}}
-		p.Status.Phase = corev1.PodRunning
-		status := corev1.ConditionFalse
-		if ready {
-			status = corev1.ConditionTrue
-		}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
-		return p
-	}
 	passWithPods := func(hcp *v1alpha1.HostedControlPlane, pods ...corev1.Pod) *scope {
 		members.out = readiness.Ready("3 etcd members ready")
 		apiServers.rendered, controllers.rendered = false, false
@@ -336,22 +325,22 @@ func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	}
 	first := &v1alpha1.HostedControlPlane{}
 	first.Spec.Version = "v1.36.3"
-	passWithPods(first, apiServerPod("v1.36.3", false), apiServerPod("v1.36.3", false))
+	passWithPods(first, apiServerPod("", "v1.36.3", false), apiServerPod("", "v1.36.3", false))
 	assert.True(t, apiServers.rendered)
 	assert.False(t, controllers.rendered, "no API server is ready yet")
-	s = passWithPods(first, apiServerPod("v1.36.3", true), apiServerPod("v1.36.3", false))
+	s = passWithPods(first, apiServerPod("", "v1.36.3", true), apiServerPod("", "v1.36.3", false))
 	assert.True(t, controllers.rendered, "the controllers start with the first API server ready")
 	assert.Equal(t, v1alpha1.APIServerReadyCondition, s.blocked.condition, "the API servers still hold Available")
-	passWithPods(first, apiServerPod("v1.36.2", true), apiServerPod("v1.36.3", false))
+	passWithPods(first, apiServerPod("", "v1.36.2", true), apiServerPod("", "v1.36.3", false))
 	assert.False(t, controllers.rendered, "not beside an API server of another version")
-	deleted := apiServerPod("v1.36.2", false)
+	deleted := apiServerPod("", "v1.36.2", false)
 	deleted.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	passWithPods(first, deleted, apiServerPod("v1.36.3", true))
+	passWithPods(first, deleted, apiServerPod("", "v1.36.3", true))
 	assert.True(t, controllers.rendered, "a pod going away does not count")
 
 	answered = answered.DeepCopy()
 	answered.Spec.Version = "v1.36.3"
-	passWithPods(answered, apiServerPod("v1.36.3", true), apiServerPod("v1.36.3", false))
+	passWithPods(answered, apiServerPod("", "v1.36.3", true), apiServerPod("", "v1.36.3", false))
 	assert.False(t, controllers.rendered, "after the first answer the controllers wait for every API server")
 }
 

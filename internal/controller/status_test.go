@@ -82,20 +82,23 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
+// apiServerPod is a running API server pod of version, ready or not.
+func apiServerPod(name, version string, ready bool) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.VersionLabel: version}}}
+	p.Status.Phase = corev1.PodRunning
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	return p
+}
+
 // The status is computed at the end of a pass from what the pass recorded:
 // replica counts from the API server Deployment, the version every ready API
 // server pod runs, etcd's members and volume, and the endpoint once served.
 func TestUpdateStatus(t *testing.T) {
-	pod := func(name, version string, ready bool) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.VersionLabel: version}}}
-		p.Status.Phase = corev1.PodRunning
-		status := corev1.ConditionFalse
-		if ready {
-			status = corev1.ConditionTrue
-		}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
-		return p
-	}
+	pod := apiServerPod
 	claim := corev1.PersistentVolumeClaim{}
 	claim.Status.Phase = corev1.ClaimBound
 	claim.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
