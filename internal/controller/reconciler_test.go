@@ -262,9 +262,9 @@ func TestRunStopsAtTheFirstPhaseNotDone(t *testing.T) {
 // On a control plane's first start the API servers' Deployment is created
 // while etcd's pods start, the controllers wait for one API server of the
 // control plane's version to be ready, and the first phase not done holds
-// Available; once that Deployment
-// exists, once the control plane has answered, while a restore runs, or
-// when etcd is in a bad situation, a phase not done stops the pass again.
+// Available; once that Deployment exists, once the control plane has
+// answered, while a restore runs, or when etcd is in a bad situation, a
+// phase not done stops the pass again.
 func TestFirstStartKeepsTheLaterWorkloads(t *testing.T) {
 	r, on := onFakeCluster()
 	on.ordered = true
