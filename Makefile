@@ -134,7 +134,7 @@ lint: $(GOLANGCI) ## Run go vet and golangci-lint (gofumpt included) over every 
 
 .PHONY: test
 test: verify-generate lint manifests unit envtest test-e2e ## Everything CI runs, then the time of each test and package.
-	@hack/test-times.sh $(BIN)/unit.log $(BIN)/unit-localcluster.log $(BIN)/unit-metricscheck.log $(BIN)/envtest.log $(BIN)/e2e-harness.log $(BIN)/e2e.log
+	@hack/test-times.sh $(BIN)/unit.log $(BIN)/unit-localcluster.log $(BIN)/unit-metricscheck.log $(BIN)/envtest.log $(BIN)/envtest-serial.log $(BIN)/e2e-harness.log $(BIN)/e2e.log
 
 .PHONY: unit
 unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server), the local management cluster's and the release's (with clusterctl) included.
@@ -144,7 +144,7 @@ unit: clusterctl conformance-packages $(KUSTOMIZE) ## Unit tests (no API server)
 
 .PHONY: envtest
 envtest: kube-binaries capi-manager versitygw manifests ## Tests against a real kube-apiserver and etcd built from source.
-	go test -count=1 $$(go list ./test/envtest/... | grep -v /bench) -v -parallel 8 -timeout 40m 2>&1 | tee $(BIN)/envtest.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || (hack/failures.sh $(BIN)/envtest.log 80; exit 1)
+	hack/envtest.sh $(BIN)
 
 .PHONY: test-e2e
 test-e2e: host-packages $(KUSTOMIZE) versitygw manifests images $(if $(E2E_CONFORMANCE),conformance-images) ## End-to-end tests in a local management cluster (root; builds every image from source).

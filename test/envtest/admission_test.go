@@ -24,7 +24,7 @@ import (
 
 // Manifests users already have must apply unchanged and mean what they say.
 func TestExistingManifestsApplyUnchanged(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	for name, text := range map[string]string{
 		"replicas": `
@@ -107,7 +107,7 @@ spec:
 }
 
 func TestDefaulting(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	_, err := create(t, ns, `
 apiVersion: controlplane.cluster.x-k8s.io/v1alpha1
@@ -145,7 +145,7 @@ spec: {template: {spec: {}}}`)
 }
 
 func TestRejectsBadInput(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	hcp := func(spec string) string {
 		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlane\nmetadata: {name: bad}\nspec: " + spec
@@ -377,7 +377,7 @@ func base(ns, name string) *v1alpha1.HostedControlPlane {
 }
 
 func TestRejectsBadUpdates(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	for name, tc := range map[string]struct {
 		change func(*v1alpha1.HostedControlPlane)
@@ -509,7 +509,7 @@ func TestRejectsBadUpdates(t *testing.T) {
 }
 
 func TestAllowedUpdates(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	ctx := testContext(t)
 	hcp := base(ns, "allowed")
@@ -547,7 +547,7 @@ func TestAllowedUpdates(t *testing.T) {
 // fills in the node port once the Service has one. From then on each part
 // stays as it is.
 func TestNodePortEndpointIsFilledPartByPart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	hcp := base(namespace(t), "nodeport")
 	hcp.Spec.Gateway = nil
@@ -592,7 +592,7 @@ func (w *warnings) take() []string {
 // Args that weaken security are allowed, and the client that sets them is
 // told why they are a risk, on create and on the update that adds them.
 func TestWarningsReachTheClient(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	recorder := &warnings{}
 	cfg := rest.CopyConfig(env.Config)

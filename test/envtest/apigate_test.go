@@ -15,7 +15,7 @@ import (
 // A client built from a gated kubeconfig reaches the API server with the
 // kubeconfig's own credentials until the gate closes, and nothing after.
 func TestAPIGateRefusesOnceClosed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	gate, err := newAPIGate()
 	require.NoError(t, err)
 	path, err := gate.kubeconfig(env.Kubeconfig, t.TempDir())

@@ -24,7 +24,7 @@ import (
 // their Deployment; new content of a mount changes the pod template's
 // digest; providers removed take their Secret and flag with them.
 func TestAPIServerFilesReachTheAPIServers(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "files", int32(freePort(t)))
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {

@@ -58,7 +58,7 @@ func hasEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, reason string) {
 // A missing Gateway, then one without a wildcard TLS passthrough listener,
 // each get a condition and an event; a proper Gateway is then used.
 func TestGatewayProblems(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "gw", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {
@@ -106,7 +106,7 @@ func TestGatewayProblems(t *testing.T) {
 // condition, Available false saying why, and one event however often the
 // pass is retried, until the network is set.
 func TestClusterWithoutNetwork(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nonet"}}
 	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "HostedControlPlane", Name: "nonet"}
@@ -133,7 +133,7 @@ func TestClusterWithoutNetwork(t *testing.T) {
 // An object of a name the control plane needs that someone else created is
 // never taken over: a condition and an event say so until it is gone.
 func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-apiserver", Labels: map[string]string{"owner": "someone-else"}}}
 	theirs.Spec.Ports = []corev1.ServicePort{{Name: "web", Port: 80}}
@@ -167,6 +167,7 @@ func TestConflictingObjectIsNeverOverwritten(t *testing.T) {
 // an event, and carries on by itself once they are installed. This needs an
 // API server of its own, without those CRDs, and a controller for it.
 func TestCertManagerMissing(t *testing.T) {
+	serial(t)
 	own := withOwnAPIServer(t, CAPICRDs, GatewayAPICRDs)
 
 	cluster := newCluster(t, namespace(t), "nocm", 0)
@@ -191,6 +192,7 @@ func TestCertManagerMissing(t *testing.T) {
 // condition, an event and Available false saying why. This needs an API
 // server of its own, without those CRDs, and a controller for it.
 func TestGatewayAPIMissing(t *testing.T) {
+	serial(t)
 	withOwnAPIServer(t, CAPICRDs, CertManagerCRDs)
 
 	cluster := newCluster(t, namespace(t), "nogw", 0)

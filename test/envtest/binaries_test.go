@@ -35,7 +35,7 @@ func leaseOf(ns string) client.ObjectKey {
 // alone, so that the other tests' control planes stay the shared
 // controller's.
 func TestControllerStartsAndStops(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	p := []int{freePort(t), freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/controller", t.TempDir())
@@ -74,7 +74,7 @@ func TestControllerStartsAndStops(t *testing.T) {
 // Bad configuration ends the process at once with status 2 and a message
 // naming each bad setting.
 func TestBinariesRejectBadConfiguration(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		pkg  string
@@ -133,7 +133,7 @@ func TestBinariesRejectBadConfiguration(t *testing.T) {
 // takes its leader lease there (serving that namespace alone, as in
 // TestControllerStartsAndStops).
 func TestBinariesTakeKubeconfigFlag(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	nowhere := []string{"KUBECONFIG=", "HOME=" + dir, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}
 	bin, err := Build(env.Root, "./cmd/controller", dir)
@@ -177,7 +177,7 @@ func TestBinariesTakeKubeconfigFlag(t *testing.T) {
 
 // The extension serves Runtime SDK discovery over TLS and stops cleanly.
 func TestExtensionServesDiscovery(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := []int{freePort(t), freePort(t)}
 	bin, err := Build(env.Root, "./cmd/extension", t.TempDir())
 	require.NoError(t, err)

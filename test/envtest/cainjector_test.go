@@ -25,7 +25,7 @@ import (
 // CRD's conversion webhook, and adds the CA of another Certificate when the
 // annotation names it.
 func TestCertManagerCAInjector(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	certificateAuthority(t, ns, "Issuer", "ca")
 	mustCreate(t, ns, leafManifest("serving", "Issuer", "ca", ns))

@@ -25,7 +25,7 @@ import (
 // verifies against the CA, is issued again when its Secret goes, and when its
 // spec asks for more.
 func TestCertManagerIssuesFromCA(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	caPEM := certificateAuthority(t, ns, "Issuer", "ca")
 
@@ -60,7 +60,7 @@ func TestCertManagerIssuesFromCA(t *testing.T) {
 // ClusterIssuers keep their CA's key pair in CertManagerNamespace and issue
 // into any namespace.
 func TestCertManagerClusterIssuers(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	// Cluster-wide names: the test namespace's name keeps them apart.
 	caPEM := certificateAuthority(t, "", "ClusterIssuer", ns+"-ca")

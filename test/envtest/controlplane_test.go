@@ -37,6 +37,7 @@ import (
 // writes nothing. Not parallel: it waits until the whole controller is
 // quiet (waitQuiet) and counts every write it makes.
 func TestControlPlaneComesUp(t *testing.T) {
+	serial(t)
 	ns := namespace(t)
 	port := freePort(t)
 	cluster := newCluster(t, ns, "demo", int32(port))

@@ -22,7 +22,7 @@ import (
 // networks before the policy (Cluster API must still update and delete it)
 // are let through.
 func TestDualStackClustersRefused(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	ns := namespace(t)
 	cluster := func(name, kind string, services, pods []string) *clusterv1.Cluster {

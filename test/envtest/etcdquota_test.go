@@ -18,7 +18,7 @@ import (
 // controller, and a quota in spec.etcd.args, as existing manifests set it,
 // still wins.
 func TestEtcdQuotaFollowsVolume(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	for name, tc := range map[string]struct {
 		args map[string]string

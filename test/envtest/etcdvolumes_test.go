@@ -29,7 +29,7 @@ import (
 // uids, and the quota stays with the old volumes until every claim has the
 // new capacity, then follows in an update of the re-created StatefulSet.
 func TestEtcdVolumesGrowInPlace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	class := storageClass(t, ns+"-expandable", true)
 	hcp, claims := runningEtcd(t, ns, "grows", class, 3)
@@ -131,7 +131,7 @@ func TestEtcdVolumesGrowInPlace(t *testing.T) {
 // Where the StorageClass does not allow expansion, EtcdReady says so and
 // nothing changes; the spec can then be put back, and the condition goes.
 func TestEtcdVolumeGrowthRefusedByStorageClass(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	class := storageClass(t, ns+"-fixed", false)
 	hcp, claims := runningEtcd(t, ns, "fixed", class, 1)

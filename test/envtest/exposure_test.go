@@ -46,7 +46,7 @@ func nodePort(t *testing.T, ns, name string) int32 {
 // given: on a node's address when the user named no host (waiting, and
 // saying so, while no node is ready), or on the user's host and node port.
 func TestNodePortEndpoint(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "np", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}

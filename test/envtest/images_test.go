@@ -53,6 +53,7 @@ func stopController(t *testing.T) {
 // template, or a change to another refused image, is refused by admission
 // with the field and the registries allowed.
 func TestAllowedImageRegistries(t *testing.T) {
+	serial(t)
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "img", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Etcd.Image = &v1alpha1.ImageSpec{Registry: ptr.To("old.example.com")}

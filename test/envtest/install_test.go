@@ -19,7 +19,7 @@ import (
 // The install bundle users apply (make manifests) is accepted by a real API
 // server with Cluster API's and cert-manager's CRDs, object by object.
 func TestInstallBundleApplies(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	data, err := os.ReadFile(filepath.Join(env.Root, "dist", "control-plane-components.yaml"))
 	require.NoError(t, err, "run `make manifests` first")
 	ctx := testContext(t)

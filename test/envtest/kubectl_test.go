@@ -35,7 +35,7 @@ func kubectl(t *testing.T, args ...string) string {
 // What `kubectl get hcp` shows a reader, through the short name and the
 // cluster-api category.
 func TestKubectlGetShowsControlPlanes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	ns := namespace(t)
 	hcp := base(ns, "shown")

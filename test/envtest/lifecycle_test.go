@@ -70,7 +70,7 @@ func firstImage(t *testing.T, obj client.Object) string {
 // only after the one before has rolled out; status.versions moves only once
 // every API server runs the new version.
 func TestUpgradeRollsInOrder(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, hcp := readyControlPlane(t, "upgrade", "v1.33.4")
 	ns := hcp.Namespace
 	runningPod(t, hcp, "upgrade-apiserver-old-a", "v1.33.4")
@@ -137,7 +137,7 @@ func TestUpgradeRollsInOrder(t *testing.T) {
 // While the Cluster is paused the controller changes nothing; afterwards it
 // catches up.
 func TestPauseHoldsChanges(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cluster, hcp := readyControlPlane(t, "paused", "v1.36.3")
 	require.NoError(t, update(t, cluster, func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }))
 	waitCondition(t, hcp, clusterv1.PausedCondition, metav1.ConditionTrue, clusterv1.PausedReason)
@@ -164,7 +164,7 @@ func TestPauseHoldsChanges(t *testing.T) {
 // plane remain here, and the test checks that each is owned, so a real
 // cluster's garbage collector removes it.
 func TestDeleteRemovesWhatGarbageCollectionCannot(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, hcp := readyControlPlane(t, "deleted", "v1.36.3")
 	ns := hcp.Namespace
 	require.NoError(t, env.Client.Delete(testContext(t), hcp))
@@ -204,7 +204,7 @@ func TestDeleteRemovesWhatGarbageCollectionCannot(t *testing.T) {
 // member answers (no etcd runs here, only its pods), a new spec.etcd.replicas
 // waits, says so, and the StatefulSet keeps its size.
 func TestEtcdResizeWaitsForEtcdToAnswer(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, hcp := readyControlPlane(t, "resize", "v1.36.3")
 	etcdPods(t, hcp, 3)
 	require.NoError(t, update(t, hcp, func(h *v1alpha1.HostedControlPlane) { h.Spec.Etcd.Replicas = ptr.To[int32](5) }))

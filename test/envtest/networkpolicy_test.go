@@ -29,7 +29,7 @@ var CiliumCRDs = ModuleCRDs{"github.com/cilium/cilium@v1.20.2", "pkg/k8s/apis/ci
 // CRDs stay installed for the tests that follow, which is what a cluster
 // that runs Cilium looks like.
 func TestNetworkPoliciesWithCilium(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	require.NoError(t, env.InstallCRDs(CiliumCRDs))
 	// The controller starts watching the kind once its CRD is established,
 	// and passes over every control plane again.
@@ -75,7 +75,7 @@ func checkPolicies(t *testing.T, ns, name, component string) {
 // The management API server's addresses the controller leaves out of hosted
 // pods' egress are the kubernetes Service's ClusterIP and its endpoints'.
 func TestManagementAPIServerAddresses(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	got, err := hcpcontroller.ManagementAPIServer(testContext(t), env.Client)
 	require.NoError(t, err)
 	svc := get(t, &corev1.Service{}, corev1.NamespaceDefault, "kubernetes")

@@ -53,7 +53,7 @@ import (
 // Every manifest below is the peer's (its README, its webhook and
 // reconciler tests), as its users write them, applied unchanged.
 func TestPeerManifestsApplyUnchanged(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	for name, text := range map[string]string{
 		"README basic": `
@@ -170,7 +170,7 @@ spec:
 // from the peer's fields (checked in full by the webhooks' unit tests) and
 // what would wedge a control plane for good.
 func TestAPIServerFilesRefused(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	hcp := func(spec string) string {
 		return "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1\nkind: HostedControlPlane\nmetadata: {name: bad}\nspec: " + spec

@@ -28,7 +28,7 @@ func exposed(h *v1alpha1.HostedControlPlane) {
 // secret -o yaml` shows them) before a new control plane of the same name:
 // cert-manager keeps them rather than issuing new ones.
 func TestKeptCASecretsAreKept(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "kept", 0)

@@ -111,6 +111,7 @@ func workloads(t *testing.T, ns, name string) map[string]workload {
 // spec.rollout.after in the future changes nothing; once reached, the
 // components roll in order with the new rendering, and nothing is pending.
 func TestControllerUpgradeRestartsNoPod(t *testing.T) {
+	serial(t)
 	_, hcp := readyControlPlane(t, "held", "v1.36.3")
 	ns := hcp.Namespace
 	before := workloads(t, ns, "held")
@@ -200,6 +201,7 @@ func TestControllerUpgradeRestartsNoPod(t *testing.T) {
 // without being asked, one at a time. The second waits while the first
 // rolls out, and follows once the first is done.
 func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
+	serial(t)
 	_, one := readyControlPlane(t, "must-a", "v1.36.3")
 	_, two := readyControlPlane(t, "must-b", "v1.36.3")
 	// The control planes of other tests, whose rollouts nobody plays here,
@@ -268,7 +270,7 @@ func TestMustRollRollsOneControlPlaneAtATime(t *testing.T) {
 // object it would move, then fails: every control plane carries it, with
 // why it cannot be moved and how to move it instead.
 func TestClusterctlMoveIsBlocked(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	hcp := newControlPlane(t, newCluster(t, ns, "unmovable", 0), func(h *v1alpha1.HostedControlPlane) {
 		h.Spec.Exposure = &v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}

@@ -78,7 +78,7 @@ func acceptRoutes(t *testing.T, hcp *v1alpha1.HostedControlPlane) {
 // served; a later claim yields to the control plane's older route, and
 // ExposureReady says so without holding anything up.
 func TestHostnameClaimedByAnotherRoute(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	gw := passthroughGateway(t, namespace(t))
 	victim, squatter := namespace(t), namespace(t)
 	host := "prod." + victim + ".k8s.example.com"
@@ -179,6 +179,7 @@ func createConfig(t *testing.T, dir string, files ...string) {
 // namespace, and the controller's own routes fit. Not parallel: the policy
 // binds every TLSRoute of the API server, the other tests' too.
 func TestTLSRouteHostnamePolicy(t *testing.T) {
+	serial(t)
 	gw := passthroughGateway(t, namespace(t))
 	tenant, other := namespace(t), namespace(t)
 	applyPolicy(t, gw)

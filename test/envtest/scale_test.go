@@ -16,7 +16,7 @@ import (
 // The scale subresource is how kubectl scale, autoscalers and Cluster API
 // move spec.replicas, and how they read the running count.
 func TestScaleSubresource(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := testContext(t)
 	hcp := base(namespace(t), "scaled")
 	require.NoError(t, env.Client.Create(ctx, hcp))

@@ -20,6 +20,7 @@ import (
 // control plane of the other shard stays untouched while only one runs,
 // however long that one has been serving its own.
 func TestShardedControllers(t *testing.T) {
+	serial(t)
 	t.Run("by watch-filter label", func(t *testing.T) {
 		ns := namespace(t)
 		withControllerSettings(t, "WATCH_FILTER=shard-a")

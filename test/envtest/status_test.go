@@ -22,7 +22,7 @@ import (
 // members etcd is founded with, while no etcd answers (only its pods exist
 // here), none of them reported healthy.
 func TestStatusReportsObservedEtcd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := namespace(t)
 	cluster := newCluster(t, ns, "observed", 0)
 	hcp := newControlPlane(t, cluster, func(h *v1alpha1.HostedControlPlane) {

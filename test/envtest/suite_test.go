@@ -11,13 +11,19 @@ import (
 	"github.com/hostedcp/cluster-api-provider-hosted/test/slots"
 )
 
-// Tests call t.Parallel unless they change what every test shares (env, the
-// shared controller's settings or binary), run a second controller that
-// serves every namespace of env, or wait until the whole controller is
-// quiet: go test runs those first, one at a time, and then the others side
-// by side, as many as -parallel (make envtest sets it; each test has a
+// Every test begins with serial, parallel or hosted, its lane
+// (TestEveryTestHasALane). Serial tests change what every test of env shares
+// (env, the shared controller's settings or binary), run a second
+// controller that serves every namespace of env, or wait until the whole
+// controller is quiet: go test runs those first, one at a time, and then the
+// parallel ones side by side, as many as -parallel (each test has a
 // namespace of its own). Of those, the ones that run hosted API servers and
 // etcd members as processes take one of hostedSlots first (hosted).
+//
+// ENVTEST_LANE=serial runs only the serial tests and ENVTEST_LANE=parallel
+// only the others, each process with an env of its own: make envtest runs
+// the two at once, so that the serial tests no longer hold the parallel ones
+// back (hack/envtest.sh). Without it, one process runs them all.
 //
 // env is the API server every test in this package shares; controller is the
 // real cmd/controller binary serving the admission webhooks it calls; and
@@ -34,6 +40,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (code int) {
+	if lane != "" && lane != "serial" && lane != "parallel" {
+		fmt.Fprintf(os.Stderr, "ENVTEST_LANE=%q: want serial, parallel or nothing (both)\n", lane)
+		return 1
+	}
 	var err error
 	if env, err = Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -86,13 +96,35 @@ var hostedSlots = slots.New(fmt.Sprintf("one of the %d slots for hosted API serv
 	"TestKubernetesServiceBehindALoadBalancerName", // 25 s
 })
 
-// hosted is t.Parallel, after which t waits for one of hostedSlots, which it
+// hosted is parallel, after which t waits for one of hostedSlots, which it
 // holds until it ends; a test that runs hosted API servers or etcd members
 // calls it first, before any of its timeouts start.
 func hosted(t *testing.T) {
 	t.Helper()
-	t.Parallel()
+	parallel(t)
 	hostedSlots.Acquire(t)
+}
+
+// lane is ENVTEST_LANE: which of the package's tests this process runs.
+var lane = os.Getenv("ENVTEST_LANE")
+
+// serial skips t in the parallel lane; the serial lane and a process without
+// a lane run it alone.
+func serial(t *testing.T) {
+	t.Helper()
+	if lane == "parallel" {
+		t.Skip("a serial test: ENVTEST_LANE=serial runs it")
+	}
+}
+
+// parallel skips t in the serial lane; otherwise t runs beside the other
+// parallel tests (t.Parallel).
+func parallel(t *testing.T) {
+	t.Helper()
+	if lane == "serial" {
+		t.Skip("a parallel test: ENVTEST_LANE=parallel runs it")
+	}
+	t.Parallel()
 }
 
 // testContext bounds each test's API calls.

@@ -31,6 +31,7 @@ import (
 // whose phases own the workload requests. No span carries a value of the
 // control plane's Secrets.
 func TestTraces(t *testing.T) {
+	serial(t)
 	receiver, err := StartOTLPReceiver()
 	require.NoError(t, err)
 	t.Cleanup(receiver.Stop)

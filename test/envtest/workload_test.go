@@ -147,6 +147,7 @@ func hasRepairEvent(t *testing.T, hcp *v1alpha1.HostedControlPlane, what string)
 // upgrades the add-ons only once the control plane runs the new version.
 // Not parallel: it waits until the whole controller is quiet (waitQuiet).
 func TestWorkloadCluster(t *testing.T) {
+	serial(t)
 	_, hcp, w := startWorkloadCluster(t, "work", "v1.35.2")
 	waitCondition(t, hcp, v1alpha1.NodeJoinReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
 	// This API server's endpoint is on loopback, which no EndpointSlice may
