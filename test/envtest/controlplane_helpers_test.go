@@ -77,17 +77,25 @@ func waitFor(t testing.TB, what string, check func() error) {
 func waitCondition(t testing.TB, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), func() error {
-		if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
-			return err
-		}
-		got = conditions.Get(hcp, condition)
-		if got == nil || got.Status != status || got.Reason != reason {
-			return fmt.Errorf("condition is %+v", got)
-		}
-		return nil
+	waitFor(t, fmt.Sprintf("%s %s=%s (%s)", hcp.Name, condition, status, reason), func() (err error) {
+		got, err = conditionIs(t, hcp, condition, status, reason)
+		return err
 	})
 	return got
+}
+
+// conditionIs reads the control plane and its condition, with an error
+// unless the condition has status and reason.
+func conditionIs(t testing.TB, hcp *v1alpha1.HostedControlPlane, condition string, status metav1.ConditionStatus, reason string) (*metav1.Condition, error) {
+	t.Helper()
+	if err := env.Client.Get(testContext(t), client.ObjectKeyFromObject(hcp), hcp); err != nil {
+		return nil, err
+	}
+	got := conditions.Get(hcp, condition)
+	if got == nil || got.Status != status || got.Reason != reason {
+		return got, fmt.Errorf("%s is %+v", condition, got)
+	}
+	return got, nil
 }
 
 // get waits for an object to exist and reads it.

@@ -36,11 +36,27 @@ func readyControlPlane(t testing.TB, name, version string, changes ...func(*v1al
 		}
 	})
 	waitCondition(t, hcp, v1alpha1.KubeconfigReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-	rollOutStatefulSet(t, ns, name+"-etcd")
-	rollOutDeployment(t, ns, name+"-apiserver")
-	rollOutDeployment(t, ns, name+"-controller-manager")
-	rollOutDeployment(t, ns, name+"-scheduler")
-	waitCondition(t, hcp, v1alpha1.ControllersReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+	// Rolled out again until every certificate is issued and the
+	// controllers are ready: a template that changes after its roll-out (a
+	// certificate issued late, on a busy machine) leaves its workload's
+	// status behind the spec, which holds the next phase back until a real
+	// controller would have rolled the change out.
+	waitFor(t, name+"'s workloads rolled out, its certificates issued and its controllers ready", func() error {
+		ctx := testContext(t)
+		if err := RollOutStatefulSet(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: name + "-etcd"}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		for _, d := range []string{"-apiserver", "-controller-manager", "-scheduler"} {
+			if err := RollOutDeployment(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: name + d}); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+		if _, err := conditionIs(t, hcp, v1alpha1.CertificatesReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason); err != nil {
+			return err
+		}
+		_, err := conditionIs(t, hcp, v1alpha1.ControllersReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+		return err
+	})
 	return cluster, hcp
 }
 
