@@ -26,14 +26,16 @@ var longestFirst = []string{
 	"TestNodePortExposure",                   // 70 s
 }
 
-// suiteSlots are as many as the machine has CPUs: the tests beside each other
-// wait for pods, but their control planes share the CPUs, which two of them
-// already keep busy. One more than the CPUs was measured on a 2-core machine
-// (2026-11-30): the CPUs were idle 1 to 3% of the time (30 to 40% while one
-// test ran alone), and TestWorkerJoins, the longest, took twice as long for
-// its service account key rotation (290 s against 145) and 1.4 times for
-// its leaves' renewal, so the suite would have ended no sooner.
-var suiteSlots = slots.New(fmt.Sprintf("one of the suite's %d slots", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), longestFirst)
+// suiteSlots are one more than the machine has CPUs: the tests beside each
+// other spend most of their time waiting for pods, rollouts and rotations,
+// and their control planes share the CPUs. Measured on a 2-core machine
+// (2026-12-07): with two slots the CPUs were idle about 45% of the time and
+// the suite took 1,170 s; with three, idle 5 to 40% (about 17% on average),
+// the suite took 891 s, and TestWorkerJoins, the longest, 736 s against
+// 694 (its cluster CA rotation 231 s against 204). An earlier measurement
+// (2026-11-30), when the suite's control planes kept the CPUs busier, found
+// a third slot doubling that test's service account key rotation.
+var suiteSlots = slots.New(fmt.Sprintf("one of the suite's %d slots", runtime.GOMAXPROCS(0)+1), runtime.GOMAXPROCS(0)+1, longestFirst)
 
 // parallel is t.Parallel, after which t waits for a slot, which it gives
 // back when it ends, and for what it claims to be free (see sharedGateway).
