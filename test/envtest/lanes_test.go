@@ -39,8 +39,8 @@ func TestEveryTestHasALane(t *testing.T) {
 	assert.Greater(t, tests, 40, "the package's tests were found")
 }
 
-// firstCall is the name of the function body's first statement calls, if
-// that statement is a call of a plain function.
+// firstCall is the name of the function that the body's first statement
+// calls, or "" if that statement is not a call of a plain function.
 func firstCall(body *ast.BlockStmt) string {
 	if body == nil || len(body.List) == 0 {
 		return ""
